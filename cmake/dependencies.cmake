@@ -1,0 +1,18 @@
+# Every dependency comes from Debian's packages; scripts/setup installs them.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)
+
+# OpenBLAS: the cpu backend's GEMMs and the reference for verifying the cuda kernels.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+add_library(itera_blas INTERFACE)
+target_link_libraries(itera_blas INTERFACE PkgConfig::OPENBLAS)
+
+if(ITERA_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(ITERA_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()

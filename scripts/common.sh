@@ -1,0 +1,32 @@
+# Shared by scripts/run.sh and scripts/test.sh: install what is missing (Debian packages), then
+# configure and build. Source it; it sets ITERA_BUILD_DIR.
+set -euo pipefail
+
+ITERA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ITERA_BUILD_DIR=${ITERA_BUILD_DIR:-$ITERA_ROOT/build}
+
+itera_packages=(g++ cmake ninja-build pkg-config git python3
+                libcli11-dev nlohmann-json3-dev libfmt-dev libopenblas-dev
+                libgtest-dev libgmock-dev libbenchmark-dev)
+
+itera_install_missing() {
+  local missing=()
+  for p in "${itera_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "itera: installing ${missing[*]}" >&2
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  fi
+}
+
+itera_build() {
+  # A CUDA toolkit, when present, adds the cuda backend; ITERA_CUDA_ARCHS narrows the architectures.
+  local args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
+  [ -n "${ITERA_CUDA_ARCHS:-}" ] && args+=("-DITERA_CUDA_ARCHS=$ITERA_CUDA_ARCHS")
+  cmake -S "$ITERA_ROOT" -B "$ITERA_BUILD_DIR" "${args[@]}" >&2
+  cmake --build "$ITERA_BUILD_DIR" --parallel "$(nproc)" >&2
+}

@@ -1,0 +1,105 @@
+#include "itera/core/recorder.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace itera {
+
+stage_recorder::stage_recorder(device_clock* clock, memory_tracker* memory) : m_clock(clock), m_memory(memory) {
+  m_spans.reserve(256);
+  m_stack.reserve(16);
+}
+
+std::uint32_t stage_recorder::intern(std::string_view name) {
+  // Few distinct stage names per workload: a linear scan beats hashing here.
+  for (std::uint32_t i = 0; i < m_names.size(); ++i)
+    if (m_names[i] == name) return i;
+  m_names.emplace_back(name);
+  return static_cast<std::uint32_t>(m_names.size() - 1);
+}
+
+stage_recorder::scope stage_recorder::enter(std::string_view name) {
+  span s{};
+  s.name_id = intern(name);
+  s.parent = m_stack.empty() ? -1 : static_cast<std::int32_t>(m_stack.back());
+  if (m_memory) {
+    // Each stage sees its own high-water mark: start it at what is held now, restore on close.
+    s.saved_peak = m_memory->exchange_peak(m_memory->current());
+  }
+  s.mark_begin = m_clock ? m_clock->mark() : 0;
+  s.host_begin_ns = host_now_ns();
+  const auto index = static_cast<std::uint32_t>(m_spans.size());
+  m_spans.push_back(s);
+  m_stack.push_back(index);
+  return scope(this, index);
+}
+
+void stage_recorder::close_span(std::uint32_t index) {
+  span& s = m_spans[index];
+  if (s.closed) return;
+  s.host_end_ns = host_now_ns();
+  s.mark_end = m_clock ? m_clock->mark() : 0;
+  if (m_memory) {
+    s.memory_peak = m_memory->peak();
+    s.memory_end = m_memory->current();
+    m_memory->exchange_peak(std::max(s.saved_peak, s.memory_peak));
+  }
+  s.closed = true;
+  // Scopes close in reverse order of opening; a scope closed early (close()) leaves the stack
+  // consistent only if it is the innermost, which RAII use guarantees.
+  if (!m_stack.empty() && m_stack.back() == index) m_stack.pop_back();
+}
+
+stage_recorder::scope::scope(scope&& other) noexcept : m_owner(other.m_owner), m_index(other.m_index) {
+  other.m_owner = nullptr;
+}
+
+stage_recorder::scope::~scope() { close(); }
+
+void stage_recorder::scope::close() {
+  if (m_owner) m_owner->close_span(m_index);
+  m_owner = nullptr;
+}
+
+void stage_recorder::scope::add_bytes_read(double bytes) { if (m_owner) m_owner->m_spans[m_index].bytes_read += bytes; }
+void stage_recorder::scope::add_bytes_written(double bytes) { if (m_owner) m_owner->m_spans[m_index].bytes_written += bytes; }
+void stage_recorder::scope::add_flops(double flops) { if (m_owner) m_owner->m_spans[m_index].flops += flops; }
+
+std::vector<stage_record> stage_recorder::finish() {
+  std::vector<stage_record> out;
+  std::map<std::string, std::size_t> by_path;
+  std::vector<std::string> paths(m_spans.size());
+  for (std::size_t i = 0; i < m_spans.size(); ++i) {
+    const span& s = m_spans[i];
+    const std::string& name = m_names[s.name_id];
+    paths[i] = s.parent < 0 ? name : paths[static_cast<std::size_t>(s.parent)] + "/" + name;
+    int depth = 0;
+    for (auto p = s.parent; p >= 0; p = m_spans[static_cast<std::size_t>(p)].parent) ++depth;
+
+    auto [it, inserted] = by_path.try_emplace(paths[i], out.size());
+    if (inserted) {
+      stage_record r;
+      r.path = paths[i];
+      r.depth = depth;
+      r.device_ns = m_clock ? 0.0 : -1.0;
+      r.device_time_method = m_clock ? std::string(m_clock->method()) : "";
+      out.push_back(std::move(r));
+    }
+    stage_record& r = out[it->second];
+    const std::int64_t host_end = s.closed ? s.host_end_ns : host_now_ns();
+    r.calls += 1;
+    r.host_ns += static_cast<double>(host_end - s.host_begin_ns);
+    if (m_clock && s.closed) r.device_ns += m_clock->elapsed_ns(s.mark_begin, s.mark_end);
+    r.bytes_read += s.bytes_read;
+    r.bytes_written += s.bytes_written;
+    r.flops += s.flops;
+    r.memory_peak_bytes = std::max(r.memory_peak_bytes, s.memory_peak);
+    r.memory_end_bytes = s.memory_end;
+  }
+  m_spans.clear();
+  m_stack.clear();
+  if (m_clock) m_clock->reset();
+  return out;
+}
+
+}  // namespace itera

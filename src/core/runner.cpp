@@ -1,0 +1,225 @@
+#include "itera/core/runner.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "itera/core/errors.hpp"
+
+namespace itera {
+
+// ---------------------------------------------------------------------------------------------
+// case_state
+
+case_state::case_state(backend& dev, const run_options& options, case_record& record, const ceiling_table& ceilings,
+                       std::unique_ptr<device_timer> timer, device_clock* clock, memory_tracker* memory)
+    : m_backend(dev),
+      m_options(options),
+      m_record(record),
+      m_ceilings(ceilings),
+      m_timer(std::move(timer)),
+      m_stages(clock, memory) {}
+
+namespace {
+const std::string& axis_value(const case_record& r, std::string_view axis) {
+  for (const auto& [name, value] : r.axes)
+    if (name == axis) return value;
+  throw std::logic_error(fmt::format("workload {} asked for axis '{}' it does not declare", r.workload, axis));
+}
+}  // namespace
+
+std::int64_t case_state::get_int(std::string_view axis) const { return std::stoll(axis_value(m_record, axis)); }
+const std::string& case_state::get_string(std::string_view axis) const { return axis_value(m_record, axis); }
+
+void case_state::set_field(const std::string& key, const std::string& value) { m_record.fields[key] = value; }
+
+void case_state::set_work(double flops, double bytes_read, double bytes_written) {
+  m_record.flops = flops;
+  m_record.bytes_read = bytes_read;
+  m_record.bytes_written = bytes_written;
+}
+
+void case_state::add_metric(const std::string& name, double value, const std::string& unit) {
+  m_record.metrics.push_back({name, value, unit});
+}
+
+void case_state::set_verification(bool passed, double error, double tolerance, const std::string& method) {
+  m_record.check = {true, passed, error, tolerance, method};
+}
+
+void case_state::skip(const std::string& reason) { throw case_skipped(reason); }
+
+void case_state::exec(const std::function<void()>& launch) {
+  if (m_executed) throw std::logic_error("case_state::exec called twice in one case");
+  m_executed = true;
+  device_timer& timer = *m_timer;
+  m_record.device_time_method = std::string(timer.method());
+
+  // Warm-up: module loading, library handles, caches and clocks settle here, outside the samples.
+  const std::int64_t warm_begin = host_now_ns();
+  std::size_t warm_count = 0;
+  while (warm_count < m_options.warmup_min_count ||
+         static_cast<double>(host_now_ns() - warm_begin) < m_options.warmup_min_time_s * 1e9) {
+    timer.start();
+    launch();
+    timer.stop();
+    (void)timer.elapsed_ns();
+    ++warm_count;
+    if (static_cast<double>(host_now_ns() - warm_begin) > m_options.stop.max_time_s * 1e9) break;
+  }
+  m_record.warmup_count = warm_count;
+  m_record.warmup_ns = static_cast<double>(host_now_ns() - warm_begin);
+  (void)m_stages.finish();  // stages opened during warm-up are not part of the measurement
+
+  stopper stop(m_options.stop);
+  double measured_s = 0;
+  stop_reason reason = stop_reason::none;
+  while (reason == stop_reason::none) {
+    const std::int64_t t0 = host_now_ns();
+    timer.start();
+    launch();
+    timer.stop();
+    const double device_ns = timer.elapsed_ns();  // waits for the work: R2
+    const std::int64_t t1 = host_now_ns();
+    m_record.host_ns.push_back(static_cast<double>(t1 - t0));
+    m_record.device_ns.push_back(device_ns);
+    measured_s += static_cast<double>(t1 - t0) * 1e-9;
+    reason = stop.add(device_ns, measured_s);
+  }
+  m_record.stop_reason = to_string(reason);
+}
+
+// ---------------------------------------------------------------------------------------------
+// progress
+
+progress::progress(bool enabled) : m_enabled(enabled && isatty(STDERR_FILENO)) {}
+
+void progress::update(const std::string& line) {
+  if (!m_enabled) return;
+  std::fprintf(stderr, "\r\033[2K%s", line.c_str());
+  std::fflush(stderr);
+  m_dirty = true;
+}
+
+void progress::done() {
+  if (!m_enabled || !m_dirty) return;
+  std::fprintf(stderr, "\r\033[2K");
+  std::fflush(stderr);
+  m_dirty = false;
+}
+
+void progress::log(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// runner
+
+runner::runner(backend& dev, run_options options, result_stream* out)
+    : m_backend(dev),
+      m_options(options),
+      m_out(out),
+      m_monitor(dev.name() == "cuda" ? make_nvml_monitor(dev.device_index()) : nullptr),
+      m_progress(!options.quiet) {}
+
+void runner::add_ceiling(const ceiling& c) {
+  m_ceilings[c.key] = c;
+  if (m_out) m_out->write(c);
+}
+
+std::vector<case_record> runner::run(const workload_decl& w, const std::vector<axis_values>& cases,
+                                     const std::string& role) {
+  std::vector<case_record> records;
+  records.reserve(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    case_record probe;
+    probe.axes = cases[i];
+    m_progress.update(fmt::format("[{}/{}] {} {}", i + 1, cases.size(), w.name, probe.axes_key()));
+    records.push_back(run_one(w, cases[i], role));
+  }
+  m_progress.done();
+  return records;
+}
+
+case_record runner::run_one(const workload_decl& w, const axis_values& values, const std::string& role) {
+  case_record r;
+  r.workload = w.name;
+  r.workload_version = w.version;
+  r.backend = std::string(m_backend.name());
+  r.role = role;
+  r.axes = values;
+
+  const auto fn = w.backends.find(r.backend);
+  if (fn == w.backends.end()) {
+    r.status = case_status::skipped;
+    r.message = fmt::format("workload {} has no {} implementation in this build", w.name, r.backend);
+    if (m_out) m_out->write(r);
+    return r;
+  }
+
+  case_state st(m_backend, m_options, r, m_ceilings, m_backend.make_timer(), m_backend.clock(),
+                &m_backend.memory_tracking());
+  if (m_monitor) m_monitor->begin();
+  try {
+    fn->second(st);
+    if (!st.executed()) throw std::logic_error(fmt::format("workload {} returned without timing anything", w.name));
+  } catch (const case_skipped& e) {
+    r.status = case_status::skipped;
+    r.message = e.what();
+  } catch (const std::exception& e) {
+    r.status = case_status::failed;
+    r.message = e.what();
+    ++m_failed;
+    // Leave the device usable for the next case: wait for whatever the failed case enqueued.
+    try {
+      m_backend.synchronize();
+    } catch (const std::exception& sync_error) {
+      r.message += fmt::format(" (and the device did not synchronize afterwards: {})", sync_error.what());
+    }
+  }
+  if (m_monitor) r.throttle = m_monitor->end();
+  finish_record(r, st);
+  if (m_out) m_out->write(r);
+  return r;
+}
+
+void runner::finish_record(case_record& r, case_state& st) {
+  r.stages = st.stages().finish();
+  if (r.status != case_status::ok) {
+    // A failed case keeps what it measured (samples) but no derived numbers.
+    return;
+  }
+  r.device_stats = summarize(r.device_ns);
+  r.host_stats = summarize(r.host_ns);
+  const double seconds = r.device_stats->median * 1e-9;
+  if (seconds <= 0) return;
+  const double bytes = r.bytes_read + r.bytes_written;
+  double achieved = 0;
+  std::string unit;
+  if (r.flops > 0) {
+    achieved = r.flops / seconds;
+    unit = "FLOP/s";
+    r.metrics.push_back({"throughput/flops", achieved, unit});
+  }
+  if (bytes > 0) {
+    r.metrics.push_back({"throughput/bytes", bytes / seconds, "B/s"});
+    if (r.flops <= 0) {
+      achieved = bytes / seconds;
+      unit = "B/s";
+    }
+  }
+  if (!st.m_ceiling_key.empty() && r.role != "ceiling") {
+    const auto it = m_ceilings.find(st.m_ceiling_key);
+    if (it != m_ceilings.end() && it->second.value > 0 && it->second.unit == unit)
+      r.metrics.push_back({"utilisation/" + st.m_ceiling_key, achieved / it->second.value, "fraction"});
+  }
+  if (r.role == "ceiling" && achieved > 0 && !st.m_ceiling_key.empty()) {
+    add_ceiling({st.m_ceiling_key, achieved, unit, fmt::format("{} {}", r.workload, r.axes_key())});
+  }
+}
+
+}  // namespace itera

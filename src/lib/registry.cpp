@@ -1,0 +1,25 @@
+#include "itera/core/workload.hpp"
+#include "workloads/gemm/gemm.hpp"
+#include "workloads/transfer/transfer.hpp"
+
+namespace itera {
+
+const workload_registry& builtin_workloads() {
+  static const workload_registry registry = [] {
+    workload_registry r;
+    auto transfer = transfer::declaration();
+    transfer.backends["cpu"] = transfer::run_cpu;
+    auto gemm = gemm::declaration();
+    gemm.backends["cpu"] = gemm::run_cpu;
+#if ITERA_WITH_CUDA
+    transfer.backends["cuda"] = transfer::run_cuda;
+    gemm.backends["cuda"] = gemm::run_cuda;
+#endif
+    r.add(std::move(transfer));
+    r.add(std::move(gemm));
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace itera

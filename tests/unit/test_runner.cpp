@@ -1,0 +1,154 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "itera/core/errors.hpp"
+#include "itera/core/runner.hpp"
+
+namespace itera {
+namespace {
+
+run_options quick() {
+  run_options o;
+  o.warmup_min_count = 2;
+  o.warmup_min_time_s = 0;
+  o.stop.min_samples = 5;
+  o.stop.min_time_s = 0;
+  o.stop.max_time_s = 0.5;
+  o.quiet = true;
+  return o;
+}
+
+workload_decl toy(case_fn fn) {
+  workload_decl w;
+  w.name = "toy";
+  w.version = 3;
+  w.axes = {{"n", axis_kind::integer, "1", "", {}, 1, 100}};
+  w.backends["cpu"] = std::move(fn);
+  return w;
+}
+
+TEST(Runner, WarmupIsCountedApartFromSamples) {
+  int launches = 0;
+  auto w = toy([&](case_state& st) {
+    st.set_work(1000, 10, 0);
+    st.exec([&] { ++launches; });
+  });
+  auto dev = open_backend("cpu");
+  runner r(*dev, quick(), nullptr);
+  const auto rec = r.run_one(w, {{"n", "1"}});
+  EXPECT_EQ(rec.status, case_status::ok);
+  EXPECT_EQ(rec.warmup_count, 2u);
+  EXPECT_EQ(rec.device_ns.size() + rec.warmup_count, static_cast<std::size_t>(launches));
+  EXPECT_EQ(rec.device_ns.size(), rec.host_ns.size());
+  EXPECT_GE(rec.device_ns.size(), 5u);
+  ASSERT_TRUE(rec.device_stats);
+  EXPECT_EQ(rec.device_stats->count, rec.device_ns.size());
+  EXPECT_EQ(rec.device_time_method, "host_clock");
+  EXPECT_FALSE(rec.stop_reason.empty());
+  ASSERT_NE(rec.find_metric("throughput/flops"), nullptr);
+  EXPECT_GT(rec.find_metric("throughput/flops")->value, 0);
+  EXPECT_NE(rec.find_metric("throughput/bytes"), nullptr);
+  EXPECT_EQ(rec.workload_version, 3);
+}
+
+TEST(Runner, SamplesTimeTheWork) {
+  auto w = toy([](case_state& st) { st.exec([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }); });
+  auto dev = open_backend("cpu");
+  auto o = quick();
+  o.stop.max_samples = 8;
+  runner r(*dev, o, nullptr);
+  const auto rec = r.run_one(w, {{"n", "1"}});
+  ASSERT_TRUE(rec.device_stats);
+  EXPECT_GE(rec.device_stats->min, 2e6);
+  EXPECT_LT(rec.device_stats->median, 50e6);
+  EXPECT_LE(rec.device_ns.size(), 8u);
+}
+
+TEST(Runner, FailingCaseIsRecordedAndTheRunGoesOn) {
+  auto w = toy([](case_state& st) {
+    if (st.get_int("n") == 2) throw std::runtime_error("kernel exploded");
+    if (st.get_int("n") == 3) st.skip("format not on this card");
+    st.exec([] {});
+  });
+  auto dev = open_backend("cpu");
+  runner r(*dev, quick(), nullptr);
+  const auto recs = r.run(w, expand_cases(w, {{"n", "1-4"}}));
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[0].status, case_status::ok);
+  EXPECT_EQ(recs[1].status, case_status::failed);
+  EXPECT_EQ(recs[1].message, "kernel exploded");
+  EXPECT_FALSE(recs[1].device_stats);
+  EXPECT_EQ(recs[2].status, case_status::skipped);
+  EXPECT_EQ(recs[2].message, "format not on this card");
+  EXPECT_EQ(recs[3].status, case_status::ok);
+  EXPECT_EQ(r.failed_count(), 1u) << "a skip is not a failure";
+}
+
+TEST(Runner, CaseThatNeverTimesIsAFailure) {
+  auto w = toy([](case_state&) {});
+  auto dev = open_backend("cpu");
+  runner r(*dev, quick(), nullptr);
+  EXPECT_EQ(r.run_one(w, {{"n", "1"}}).status, case_status::failed);
+}
+
+TEST(Runner, MissingBackendIsSkippedWithTheReason) {
+  workload_decl w;
+  w.name = "gpu_only";
+  w.axes = {{"n", axis_kind::integer, "1", "", {}, 1, 100}};
+  w.backends["cuda"] = [](case_state&) {};
+  auto dev = open_backend("cpu");
+  runner r(*dev, quick(), nullptr);
+  const auto rec = r.run_one(w, {{"n", "1"}});
+  EXPECT_EQ(rec.status, case_status::skipped);
+  EXPECT_NE(rec.message.find("no cpu implementation"), std::string::npos);
+}
+
+TEST(Runner, UtilisationAgainstACeilingMeasuredInTheRun) {
+  auto w = toy([](case_state& st) {
+    st.set_work(0, 1e6, 1e6);
+    st.set_ceiling_key("copy.d2d");
+    st.exec([] {});
+  });
+  auto dev = open_backend("cpu");
+  runner r(*dev, quick(), nullptr);
+  r.run_one(w, {{"n", "1"}}, "ceiling");
+  ASSERT_TRUE(r.ceilings().contains("copy.d2d"));
+  EXPECT_EQ(r.ceilings().at("copy.d2d").unit, "B/s");
+  const auto rec = r.run_one(w, {{"n", "1"}});
+  const auto* u = rec.find_metric("utilisation/copy.d2d");
+  ASSERT_NE(u, nullptr);
+  EXPECT_GT(u->value, 0.05);
+  EXPECT_LT(u->value, 20);
+}
+
+TEST(Runner, EveryFinishedCaseIsOnDiskBeforeTheNextStarts) {
+  const auto path = std::filesystem::temp_directory_path() / "itera_runner_stream.jsonl";
+  std::size_t lines_seen_by_case3 = 0;
+  auto w = toy([&](case_state& st) {
+    if (st.get_int("n") == 3) {
+      std::ifstream in(path);
+      std::string line;
+      while (std::getline(in, line)) ++lines_seen_by_case3;
+    }
+    st.exec([] {});
+  });
+  auto dev = open_backend("cpu");
+  {
+    result_stream out(path.string());
+    run_context ctx;
+    ctx.backend = "cpu";
+    out.write(ctx);
+    runner r(*dev, quick(), &out);
+    r.run(w, expand_cases(w, {{"n", "1-3"}}));
+  }
+  EXPECT_EQ(lines_seen_by_case3, 3u) << "context + 2 finished cases, flushed";
+  const auto set = read_results(path.string());
+  EXPECT_EQ(set.cases.size(), 3u);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace itera
