@@ -479,7 +479,7 @@ ojson nvml_fingerprint() {
     out["reason"] = nv.reason;
     return out;
   }
-  ojson versions;
+  ojson versions = ojson::object();
   char driver[nvml::driver_version_buffer] = {};
   if (nv.system_get_driver_version != nullptr &&
       nv.system_get_driver_version(driver, nvml::driver_version_buffer) == nvml::success) {

@@ -297,12 +297,18 @@ void write_workload_markdown(std::ostream& out, const std::string& workload, con
                          return c.device_time_method;
                        }});
 
+  // Constant over the cases that have the value: a skipped case records no recipe fields, which
+  // must not turn a constant field into a column.
   std::vector<const described_column*> varying;
   for (const auto& d : described) {
-    std::optional<std::string> first = d.get(*cases.front());
+    std::optional<std::string> first;
     bool constant = true;
-    for (const auto* r : cases)
-      if (d.get(*r) != first) constant = false;
+    for (const auto* r : cases) {
+      std::optional<std::string> v = d.get(*r);
+      if (!v) continue;
+      if (!first) first = v;
+      else if (v != first) constant = false;
+    }
     if (!constant) varying.push_back(&d);
     else if (first && d.name != "backend") out << fmt::format("- {}: {}\n", d.name, *first);  // in the set's header
   }
@@ -522,7 +528,7 @@ std::string env_scalar(const std::string& key, const ojson& v) {
     const double d = v.get<double>();
     return std::isfinite(d) ? fmt::format("{:.6g}", d) : "-";
   }
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return v.get<std::string>().empty() ? "-" : v.get<std::string>();
   if (v.is_array()) {
     if (v.empty()) return "none";
     bool scalars = true;
@@ -655,7 +661,7 @@ void write_markdown(std::ostream& out, const std::vector<result_set>& sets) {
   out << s << '\n';
 }
 
-// CSV columns, in this order (docs/formats):
+// CSV columns, in this order (to be published in the user docs; the golden test pins it):
 //   source, workload, workload_version, backend, role,
 //   axis.<name>...   union over all cases, in the order axes are first seen
 //   field.<name>...  union of recipe fields, sorted by name

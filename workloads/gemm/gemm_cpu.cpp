@@ -63,7 +63,11 @@ void run_cpu(case_state& state) {
   state.set_field("precision.output", "fp32");
   state.set_field("precision.compute", "fp32 (OpenBLAS sgemm)");
   state.set_field("precision.accumulate", "fp32");
-  state.set_field("library", fmt::format("OpenBLAS {}", OPENBLAS_VERSION));
+  // OPENBLAS_VERSION reads " OpenBLAS 0.3.21 ": keep the words, not the padding.
+  std::string library = OPENBLAS_VERSION;
+  library.erase(0, library.find_first_not_of(' '));
+  library.erase(library.find_last_not_of(' ') + 1);
+  state.set_field("library", library);
 
   const auto launch = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),

@@ -27,20 +27,21 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
 #include "itera/cuda/check.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
+#include "src/cuda/text.hpp"
 #include "workloads/gemm/gemm.hpp"
 #include "workloads/gemm/numeric.hpp"
 
 namespace itera::gemm {
 namespace {
 
+using cuda::cat;
 using cuda::cuda_backend;
 using cuda::device_buffer;
+using cuda::sig3;
 
 // ---------------------------------------------------------------------------------------------
 // What each format runs as in cuBLASLt
@@ -94,15 +95,14 @@ const char* storage_name(cudaDataType_t t) {
 // describe the same thing (R6), so a divergence is a bug, reported before anything runs.
 void check_traits_match(const format_traits& t, const lt_types& lt) {
   const auto mismatch = [&](const char* what, std::string_view trait, std::string_view launched) {
-    throw std::logic_error(fmt::format("gemm {}: traits say {} is {} but cuBLASLt is given {}", t.name, what, trait,
-                                       launched));
+    throw std::logic_error(cat("gemm ", t.name, ": traits say ", what, " is ", trait, " but cuBLASLt is given ", launched));
   };
   if (t.input_a != storage_name(lt.a)) mismatch("input_a", t.input_a, storage_name(lt.a));
   if (t.input_b != storage_name(lt.b)) mismatch("input_b", t.input_b, storage_name(lt.b));
   if (t.output != storage_name(lt.d)) mismatch("output", t.output, storage_name(lt.d));
   if (t.bytes_a * 8 != lt.bits_a || t.bytes_b * 8 != lt.bits_b || t.bytes_out * 8 != lt.bits_d)
-    mismatch("the element sizes", fmt::format("{}/{}/{} bytes", t.bytes_a, t.bytes_b, t.bytes_out),
-             fmt::format("{}/{}/{} bits", lt.bits_a, lt.bits_b, lt.bits_d));
+    mismatch("the element sizes", cat(t.bytes_a, "/", t.bytes_b, "/", t.bytes_out, " bytes"),
+             cat(lt.bits_a, "/", lt.bits_b, "/", lt.bits_d, " bits"));
 }
 
 std::uint64_t storage_bytes(std::uint64_t elements, int bits) { return (elements * static_cast<std::uint64_t>(bits) + 7) / 8; }
@@ -232,7 +232,7 @@ void fill_operand(cudaDataType_t type, const device_buffer& buf, std::uint64_t c
       fill_fp4_kernel<<<grid_for((count + 1) / 2, sms), 256, 0, stream>>>(buf.as<std::uint8_t>(), count, seed);
       ITERA_CUDA_CHECK_LAUNCH();
       return;
-    default: throw std::logic_error(fmt::format("gemm: no generator for storage {}", storage_name(type)));
+    default: throw std::logic_error(cat("gemm: no generator for storage ", storage_name(type)));
   }
 }
 
@@ -277,7 +277,7 @@ void decode(cudaDataType_t type, const std::uint8_t* raw, std::uint64_t count, d
     case CUDA_R_4F_E2M1:
       for (std::uint64_t i = 0; i < count; ++i) out[i] = nu::fp4_e2m1_packed_at(raw, i);
       return;
-    default: throw std::logic_error(fmt::format("gemm: no decoder for storage {}", storage_name(type)));
+    default: throw std::logic_error(cat("gemm: no decoder for storage ", storage_name(type)));
   }
 }
 
@@ -320,8 +320,14 @@ struct event_pair {
 
 std::string cublaslt_version() {
   const std::size_t v = cublasLtGetVersion();
-  return fmt::format("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+  return cat("cuBLASLt ", v / 10000, ".", (v / 100) % 100, ".", v % 100);
 }
+
+// A named holder: nvcc 13.0 (C++20) crashes destroying a std::vector of cublasLtMatmulAlgo_t, an
+// anonymous struct behind a typedef ("internal error ... find_allocated_name_reference").
+struct algorithm {
+  cublasLtMatmulAlgo_t algo;
+};
 
 std::atomic<std::uint64_t> next_seed{1};
 
@@ -341,11 +347,10 @@ class gemm_case {
     check_traits_match(t, m_types);
     const int cc = dev.compute_capability_x10();
     if (cc < t.min_compute_capability)
-      throw case_skipped(fmt::format("format {} needs compute capability {}.{}; {} has {}.{}", t.name,
-                                     t.min_compute_capability / 10, t.min_compute_capability % 10, dev.device_name(),
-                                     cc / 10, cc % 10));
+      throw case_skipped(cat("format ", t.name, " needs compute capability ", t.min_compute_capability / 10, ".",
+                             t.min_compute_capability % 10, "; ", dev.device_name(), " has ", cc / 10, ".", cc % 10));
     if (const auto rule = shape_requirement(t.id, m, n, k); !rule.empty())
-      throw case_skipped(fmt::format("M={} N={} K={}: {}", m, n, k, rule));
+      throw case_skipped(cat("M=", m, " N=", n, " K=", k, ": ", rule));
 
     const auto um = static_cast<std::uint64_t>(m), un = static_cast<std::uint64_t>(n),
                uk = static_cast<std::uint64_t>(k);
@@ -358,10 +363,9 @@ class gemm_case {
     const std::uint64_t needed = m_bytes_a + m_bytes_b + m_bytes_d + scale_bytes + gather_bytes;
     const device_memory mem = dev.memory();
     if (needed + device_memory_margin > mem.free_bytes)
-      throw case_skipped(fmt::format("does not fit: needs {} (A {}, B {}, D {}), {} free on {}",
-                                     cuda::format_gib(needed), cuda::format_gib(m_bytes_a),
-                                     cuda::format_gib(m_bytes_b), cuda::format_gib(m_bytes_d),
-                                     cuda::format_gib(mem.free_bytes), dev.device_name()));
+      throw case_skipped(cat("does not fit: needs ", cuda::format_gib(needed), " (A ", cuda::format_gib(m_bytes_a),
+                             ", B ", cuda::format_gib(m_bytes_b), ", D ", cuda::format_gib(m_bytes_d), "), ",
+                             cuda::format_gib(mem.free_bytes), " free on ", dev.device_name()));
     try {
       m_a = dev.allocate(m_bytes_a);
       m_b = dev.allocate(m_bytes_b);
@@ -371,7 +375,7 @@ class gemm_case {
         m_scale_b = dev.allocate(block_scale_count(n, k));
       }
     } catch (const cuda::out_of_memory& e) {
-      throw case_skipped(fmt::format("does not fit: {} ({} needed in all)", e.what(), cuda::format_gib(needed)));
+      throw case_skipped(cat("does not fit: ", e.what(), " (", cuda::format_gib(needed), " needed in all)"));
     }
     build_descriptors();
   }
@@ -379,7 +383,6 @@ class gemm_case {
   std::uint64_t bytes_a() const { return m_bytes_a; }
   std::uint64_t bytes_b() const { return m_bytes_b; }
   std::uint64_t bytes_d() const { return m_bytes_d; }
-  std::uint64_t seed_a() const { return m_seed_a; }
 
   void generate() {
     const std::uint64_t seed = next_seed.fetch_add(1);
@@ -413,17 +416,16 @@ class gemm_case {
         cublasLtMatmulAlgoGetHeuristic(m_dev.lt_handle(), m_op.get(), m_layout_a.get(), m_layout_b.get(),
                                        m_layout_d.get(), m_layout_d.get(), pref.get(), max_algorithms, results, &returned);
     if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned == 0))
-      throw case_skipped(fmt::format("{} has no {} algorithm for M={} N={} K={} on {}: {}", cublaslt_version(),
-                                     m_traits.name, m_m, m_n, m_k, m_dev.device_name(),
-                                     cublasLtGetStatusName(status == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED
-                                                                                           : status)));
-    ITERA_CUBLAS_CHECK(status);
+      throw case_skipped(cat(cublaslt_version(), " has no ", m_traits.name, " algorithm for M=", m_m, " N=", m_n,
+                             " K=", m_k, " on ", m_dev.device_name(), " (heuristic: ", cublasLtGetStatusName(status),
+                             ", ", returned, " candidates)"));
+    ITERA_CUBLAS_CHECK(status);  // any other status is a wrong call of ours: a failure, not a skip
     m_algorithms.clear();
     for (int i = 0; i < returned; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS) m_algorithms.push_back(results[i].algo);
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) m_algorithms.push_back({results[i].algo});
     if (m_algorithms.empty())
-      throw case_skipped(fmt::format("{} returned {} {} candidates for M={} N={} K={}, none usable", cublaslt_version(),
-                                     returned, m_traits.name, m_m, m_n, m_k));
+      throw case_skipped(cat(cublaslt_version(), " returned ", returned, " ", m_traits.name, " candidates for M=", m_m,
+                             " N=", m_n, " K=", m_k, ", none usable"));
     m_chosen = 0;
     m_tried = 1;
   }
@@ -434,10 +436,10 @@ class gemm_case {
     const cudaStream_t s = m_dev.stream();
     event_pair events;
     const auto time_candidate = [&](std::size_t index, int repetitions) -> double {
-      if (launch_status(m_algorithms[index]) != CUBLAS_STATUS_SUCCESS) return -1;
+      if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) return -1;
       ITERA_CUDA_CHECK(cudaEventRecord(events.begin, s));
       for (int r = 0; r < repetitions; ++r)
-        if (launch_status(m_algorithms[index]) != CUBLAS_STATUS_SUCCESS) return -1;
+        if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) return -1;
       ITERA_CUDA_CHECK(cudaEventRecord(events.end, s));
       ITERA_CUDA_CHECK(cudaEventSynchronize(events.end));
       float ms = 0;
@@ -446,8 +448,7 @@ class gemm_case {
     };
     const double first_ms = time_candidate(0, 1);
     if (first_ms < 0)
-      throw std::runtime_error(fmt::format("{} failed to launch its first-ranked {} algorithm", cublaslt_version(),
-                                           m_traits.name));
+      throw std::runtime_error(cat(cublaslt_version(), " failed to launch its first-ranked ", m_traits.name, " algorithm"));
     // A trial costs (1 + repetitions) launches per candidate: about 5 ms of them, and none at all
     // past 50 ms a launch, where the heuristic's first choice is kept.
     m_chosen = 0;
@@ -478,7 +479,7 @@ class gemm_case {
                           m_layout_b.get(), beta, m_d.data(), m_layout_d.get(), m_d.data(), m_layout_d.get(), &algo,
                           m_dev.lt_workspace(), m_dev.lt_workspace_size(), m_dev.stream());
   }
-  void launch() { ITERA_CUBLAS_CHECK(launch_status(m_algorithms[m_chosen])); }
+  void launch() { ITERA_CUBLAS_CHECK(launch_status(m_algorithms[m_chosen].algo)); }
 
   // Poisons D, runs the chosen algorithm once and waits for it.
   void run_once() {
@@ -531,7 +532,7 @@ class gemm_case {
 
     // B by blocks of columns (contiguous in its layout), so host memory stays bounded (<= 64 MiB of
     // doubles) whatever N and K are: ref(r, j) = sum_p A(rows[r], p) * B(p, j).
-    const std::uint64_t block_columns = std::clamp<std::uint64_t>((std::uint64_t{8} << 20) / uk, 2, un);
+    const std::uint64_t block_columns = std::max<std::uint64_t>(1, std::min<std::uint64_t>((std::uint64_t{8} << 20) / uk, un));
     std::vector<double> b_block(block_columns * uk), ref_block(rows.size() * block_columns);
     std::vector<double> out(gathered_elements), ref(gathered_elements);
     std::vector<std::uint8_t> b_raw(storage_bytes(block_columns * uk, m_types.bits_b));
@@ -590,14 +591,14 @@ class gemm_case {
   device_buffer m_a, m_b, m_d, m_scale_a, m_scale_b;
   matmul_desc m_op;
   matrix_layout m_layout_a, m_layout_b, m_layout_d;
-  std::vector<cublasLtMatmulAlgo_t> m_algorithms;
+  std::vector<algorithm> m_algorithms;
   std::size_t m_chosen = 0, m_tried = 0;
   float m_alpha_f = 1.0f, m_beta_f = 0.0f;
   std::int32_t m_alpha_i = 1, m_beta_i = 0;
 };
 
 std::string verification_method(std::size_t rows) {
-  return fmt::format("fp64 reference over {} sampled rows x all columns", rows);
+  return cat("fp64 reference over ", rows, " sampled rows x all columns");
 }
 
 }  // namespace
@@ -631,13 +632,13 @@ void run_cuda(case_state& state) {
     const bool passed = v.error <= t.tolerance;  // NaN (an unwritten element) compares false
     state.set_verification(passed, v.error, t.tolerance, verification_method(v.rows));
     if (!passed)
-      throw std::runtime_error(fmt::format("gemm {} verification failed on {}: normalised error {:.3g} > tolerance {:.3g}",
-                                           t.name, dev.device_name(), v.error, t.tolerance));
+      throw std::runtime_error(cat("gemm ", t.name, " verification failed on ", dev.device_name(), ": normalised error ",
+                                   sig3(v.error), " > tolerance ", sig3(t.tolerance)));
   }
 
   state.set_work(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
                  static_cast<double>(g.bytes_a() + g.bytes_b()), static_cast<double>(g.bytes_d()));
-  state.set_ceiling_key(fmt::format("gemm.{}", t.name));
+  state.set_ceiling_key(cat("gemm.", t.name));
   state.exec([&] { g.launch(); });
 }
 
@@ -659,8 +660,8 @@ format_probe probe_cuda(backend& dev, format f) {
     probe.error = v.error;
     probe.passed = v.error <= t.tolerance;
     probe.message = probe.passed ? verification_method(v.rows)
-                                 : fmt::format("normalised error {:.3g} > tolerance {:.3g} ({})", v.error, t.tolerance,
-                                               verification_method(v.rows));
+                                 : cat("normalised error ", sig3(v.error), " > tolerance ", sig3(t.tolerance), " (",
+                                       verification_method(v.rows), ")");
   } catch (const std::exception& e) {
     probe.passed = false;
     probe.message = e.what();
@@ -670,7 +671,7 @@ format_probe probe_cuda(backend& dev, format f) {
     dev.synchronize();
   } catch (const std::exception& e) {
     probe.passed = false;
-    probe.message += fmt::format(" (and the device did not synchronize afterwards: {})", e.what());
+    probe.message += cat(" (and the device did not synchronize afterwards: ", e.what(), ")");
   }
   return probe;
 }
