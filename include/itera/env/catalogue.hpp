@@ -29,7 +29,7 @@ struct catalogue_card {
 
 class catalogue {
  public:
-  static const catalogue& builtin();  // data/catalogue.json, found next to the binary or in the source tree
+  static const catalogue& builtin();  // data/catalogue.json, compiled into the binary at build time
   static catalogue from_json(const nlohmann::ordered_json& j);  // throws input_error when malformed
   const std::vector<catalogue_card>& cards() const { return m_cards; }
   const catalogue_card* find(const std::string& id) const;
