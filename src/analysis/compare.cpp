@@ -10,17 +10,19 @@
 // line, build type.
 //
 // Cases are matched by role, workload and axes_key(); a case present on one side only is listed in
-// only_in_a / only_in_b and does not refuse by itself (a shorter run of the same recipe compares).
+// only_in_a / only_in_b and does not refuse by itself (a shorter run of the same recipe compares). A
+// matched case that is not ok on both sides has no times to compare and is listed in not_compared.
 #include "itera/analysis/compare.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <ostream>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "src/report/text_format.hpp"
 
 namespace itera {
 
@@ -111,26 +113,12 @@ struct differ {
   }
 };
 
-std::string variant_name(const ojson& device) {
-  if (!device.is_object() || !device.contains("variant")) return "";
-  const ojson& v = device.at("variant");
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object())
-    for (const char* k : {"name", "id"})
-      if (v.contains(k) && v.at(k).is_string()) return v.at(k).get<std::string>();
-  return "";
-}
-
 // The exact variant from the catalogue when matched (it tells H100 PCIe from SXM), else NVML's
 // name, else the host CPU for cpu-backend runs.
 std::string hardware_label(const run_context& c) {
-  std::string v = variant_name(c.device);
-  if (!v.empty()) return v;
-  if (c.device.is_object() && c.device.contains("name") && c.device.at("name").is_string())
-    return c.device.at("name").get<std::string>();
-  if (c.host.is_object())
-    for (const char* k : {"cpu_model", "cpu", "model_name", "model"})
-      if (c.host.contains(k) && c.host.at(k).is_string()) return c.host.at(k).get<std::string>();
+  for (const std::string& s : {report::variant_name(c.device), report::string_at(c.device, {"name"}),
+                               report::cpu_name(c.host)})
+    if (!s.empty()) return s;
   return c.backend.empty() ? "unknown device" : c.backend + " device";
 }
 
@@ -172,85 +160,11 @@ case_match match_cases(const result_set& a, const result_set& b) {
   return m;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Rendering (the table helper mirrors the result writers' so both read alike)
-
-double round3(double v) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  return std::stod(fmt::format("{:.2e}", v));
-}
-
-std::string sig3(double v) {
-  if (!std::isfinite(v)) return "-";
-  const double r = round3(v);
-  const double a = std::fabs(r);
-  if (a == 0) return "0";
-  if (a >= 100) return fmt::format("{:.0f}", r);
-  if (a >= 10) return fmt::format("{:.1f}", r);
-  if (a >= 1) return fmt::format("{:.2f}", r);
-  return fmt::format("{:.3g}", r);
-}
-
-std::string human_time_ns(double ns) {
-  if (!std::isfinite(ns)) return "-";
-  const double r = std::fabs(round3(ns));
-  if (r < 1e3) return sig3(ns) + " ns";
-  if (r < 1e6) return sig3(ns / 1e3) + " us";
-  if (r < 1e9) return sig3(ns / 1e6) + " ms";
-  return sig3(ns / 1e9) + " s";
-}
-
-std::string md_cell(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '|') r += "\\|";
-    else if (c == '\n' || c == '\r') r += ' ';
-    else r += c;
-  }
-  return r;
-}
-
-std::size_t display_width(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++n;
-  return n;
-}
-
-void write_table(std::ostream& out, const std::vector<std::string>& header, const std::vector<bool>& right,
-                 const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> w(header.size(), 3);
-  for (std::size_t i = 0; i < header.size(); ++i) w[i] = std::max(w[i], display_width(md_cell(header[i])));
-  for (const auto& row : rows)
-    for (std::size_t i = 0; i < row.size() && i < w.size(); ++i) w[i] = std::max(w[i], display_width(md_cell(row[i])));
-  auto line = [&](const std::vector<std::string>& cells) {
-    out << '|';
-    for (std::size_t i = 0; i < header.size(); ++i) {
-      const std::string c = i < cells.size() ? md_cell(cells[i]) : std::string();
-      const std::string pad(w[i] - display_width(c), ' ');
-      out << ' ' << (right[i] ? pad + c : c + pad) << " |";
-    }
-    out << '\n';
-  };
-  line(header);
-  out << '|';
-  for (std::size_t i = 0; i < header.size(); ++i)
-    out << ' ' << (right[i] ? std::string(w[i] - 1, '-') + ":" : std::string(w[i], '-')) << " |";
-  out << '\n';
-  for (const auto& row : rows) line(row);
-}
-
-std::string joined(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
-
 std::string refusal_text(const comparison& c) {
   return fmt::format(
       "refused: recipes differ in {} field{}: {}. Re-run with a common recipe, or name each field with --allow FIELD "
       "to compare anyway.",
-      c.refused_fields.size(), c.refused_fields.size() == 1 ? "" : "s", joined(c.refused_fields, ", "));
+      c.refused_fields.size(), c.refused_fields.size() == 1 ? "" : "s", report::joined(c.refused_fields, ", "));
 }
 
 }  // namespace
@@ -297,7 +211,11 @@ comparison compare_results(const result_set& a, const result_set& b, const std::
 
   if (c.refused) return c;
   for (const auto& [ra, rb] : m.pairs) {
-    if (ra->status != case_status::ok || rb->status != case_status::ok) continue;
+    if (ra->status != case_status::ok || rb->status != case_status::ok) {
+      c.not_compared.push_back(
+          fmt::format("{}: A {}, B {}", case_label(*ra), to_string(ra->status), to_string(rb->status)));
+      continue;
+    }
     const bool device = ra->device_stats && rb->device_stats;
     const summary* sa = device ? &*ra->device_stats : ra->host_stats ? &*ra->host_stats : nullptr;
     const summary* sb = device ? &*rb->device_stats : rb->host_stats ? &*rb->host_stats : nullptr;
@@ -323,28 +241,29 @@ void write_comparison_blocks(std::ostream& out, const comparison& c, const resul
   auto side = [&](const char* name, const result_set& s) {
     out << fmt::format("- {}: {} ({}, backend {}, itera {}{}{})\n", name, s.source.empty() ? "-" : s.source,
                        hardware_label(s.context), s.context.backend, s.context.itera_version,
-                       s.context.git_commit.empty() ? "" : " " + s.context.git_commit.substr(0, 12),
+                       s.context.git_commit.empty() ? "" : " " + report::short_commit(s.context.git_commit),
                        s.context.started_utc.empty() ? "" : ", started " + s.context.started_utc);
   };
   side("A", a);
   side("B", b);
   out << fmt::format("- {}\n\n", c.hardware_note);
 
-  std::vector<std::vector<std::string>> recipe_rows, hardware_rows;
+  report::md_table recipe, hardware;
+  for (auto* t : {&recipe, &hardware})
+    for (const char* name : {"field", "A", "B", "kind", "allowed"}) t->column(name, false);
   for (const auto& d : c.diffs)
-    (d.hardware ? hardware_rows : recipe_rows).push_back({d.field, d.a, d.b, d.hardware ? "hardware" : "recipe",
-                                                          d.hardware ? "yes (hardware)" : d.allowed ? "yes (--allow)" : "no"});
-  const std::vector<std::string> diff_header = {"field", "A", "B", "kind", "allowed"};
-  const std::vector<bool> diff_right = {false, false, false, false, false};
+    (d.hardware ? hardware : recipe)
+        .rows.push_back({d.field, d.a, d.b, d.hardware ? "hardware" : "recipe",
+                         d.hardware ? "yes (hardware)" : d.allowed ? "yes (--allow)" : "no"});
   out << "## Recipe differences\n\n";
-  if (recipe_rows.empty()) out << "None: both runs share the recipe.\n\n";
+  if (recipe.rows.empty()) out << "None: both runs share the recipe.\n\n";
   else {
-    write_table(out, diff_header, diff_right, recipe_rows);
+    recipe.write(out);
     out << '\n';
   }
-  if (!hardware_rows.empty()) {
+  if (!hardware.rows.empty()) {
     out << "## Hardware differences (allowed)\n\n";
-    write_table(out, diff_header, diff_right, hardware_rows);
+    hardware.write(out);
     out << '\n';
   }
 
@@ -355,42 +274,31 @@ void write_comparison_blocks(std::ostream& out, const comparison& c, const resul
     out << "Verdict: same when the two medians' 95% confidence intervals overlap; otherwise B is faster or slower.\n\n";
     if (c.cases.empty()) out << "No case ran successfully on both sides.\n\n";
     else {
-      std::vector<std::vector<std::string>> rows;
+      report::md_table t;
+      for (const char* name : {"workload", "case", "time"}) t.column(name, false);
+      for (const char* name : {"A median", "B median", "B/A", "speedup"}) t.column(name, true);
+      t.column("verdict", false);
       for (const auto& k : c.cases)
-        rows.push_back({k.workload, k.axes_key, k.time_kind, human_time_ns(k.a_median_ns), human_time_ns(k.b_median_ns),
-                        fmt::format("{:.3f}", k.ratio), fmt::format("{:.3f}x", k.speedup), to_string(k.result)});
-      write_table(out, {"workload", "case", "time", "A median", "B median", "B/A", "speedup", "verdict"},
-                  {false, false, false, true, true, true, true, false}, rows);
+        t.rows.push_back({k.workload, k.axes_key, k.time_kind, report::human_time_ns(k.a_median_ns),
+                          report::human_time_ns(k.b_median_ns), fmt::format("{:.3f}", k.ratio),
+                          fmt::format("{:.3f}x", k.speedup), to_string(k.result)});
+      t.write(out);
       out << '\n';
     }
-    // Matched cases that did not run on both sides have no times to compare: say so.
-    std::vector<std::string> not_compared;
-    for (const auto& [ra, rb] : match_cases(a, b).pairs)
-      if (ra->status != case_status::ok || rb->status != case_status::ok)
-        not_compared.push_back(fmt::format("{} (A {}, B {})", case_label(*ra), to_string(ra->status), to_string(rb->status)));
-    if (!not_compared.empty()) {
-      out << "Not compared (not ok on both sides):\n\n";
-      for (const auto& s : not_compared) out << "- " << md_cell(s) << '\n';
-      out << '\n';
-    }
+    report::write_list(out, "Not compared (not ok on both sides):", c.not_compared);
   }
-  auto list = [&](const char* title, const std::vector<std::string>& items) {
-    if (items.empty()) return;
-    out << title << "\n\n";
-    for (const auto& s : items) out << "- " << md_cell(s) << '\n';
-    out << '\n';
-  };
-  list("Only in A:", c.only_in_a);
-  list("Only in B:", c.only_in_b);
+  report::write_list(out, "Only in A:", c.only_in_a);
+  report::write_list(out, "Only in B:", c.only_in_b);
 
   // Not part of the recipe: shown so a reader knows, never a reason to refuse.
   std::vector<std::string> info;
   if (a.context.itera_version != b.context.itera_version || a.context.git_commit != b.context.git_commit)
-    info.push_back(fmt::format("itera {} {} (A) vs {} {} (B)", a.context.itera_version, a.context.git_commit.substr(0, 12),
-                               b.context.itera_version, b.context.git_commit.substr(0, 12)));
+    info.push_back(fmt::format("itera {} {} (A) vs {} {} (B)", a.context.itera_version,
+                               report::short_commit(a.context.git_commit), b.context.itera_version,
+                               report::short_commit(b.context.git_commit)));
   if (a.context.build_type != b.context.build_type)
     info.push_back(fmt::format("build type {} (A) vs {} (B)", a.context.build_type, b.context.build_type));
-  list("Informational (not part of the recipe):", info);
+  report::write_list(out, "Informational (not part of the recipe):", info);
 }
 
 }  // namespace
@@ -399,9 +307,7 @@ void write_comparison_blocks(std::ostream& out, const comparison& c, const resul
 void write_comparison_markdown(std::ostream& out, const comparison& c, const result_set& a, const result_set& b) {
   std::ostringstream text;
   write_comparison_blocks(text, c, a, b);
-  std::string s = text.str();
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  out << s << '\n';
+  report::write_document(out, text.str());
 }
 
 void write_comparison_json(std::ostream& out, const comparison& c) {
@@ -425,6 +331,7 @@ void write_comparison_json(std::ostream& out, const comparison& c) {
                {"hardware_note", c.hardware_note},
                {"diffs", std::move(diffs)},
                {"cases", std::move(cases)},
+               {"not_compared", c.not_compared},
                {"only_in_a", c.only_in_a},
                {"only_in_b", c.only_in_b}};
   out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';

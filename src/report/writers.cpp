@@ -1,5 +1,6 @@
 // Writers render result sets as markdown, CSV and JSON, and `itera env` as markdown. They never
-// measure. Every number goes through fmt with a fixed format so golden files stay byte-stable.
+// measure. Numbers and tables come from text_format.hpp, whose fixed formats keep golden files
+// byte-stable.
 #include "itera/report/writers.hpp"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
+#include "src/report/text_format.hpp"
 
 namespace itera {
 
@@ -34,149 +36,28 @@ void write_results(std::ostream& out, output_format f, const std::vector<result_
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Number formatting
-
-// Rounds to 3 significant digits first, so the choice of decimals (and of unit) is made on the
-// value that will be printed: 999.7 ns prints as "1.00 us", not "1000 ns".
-double round3(double v) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  return std::stod(fmt::format("{:.2e}", v));
-}
-
-std::string sig3(double v) {
-  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-  const double r = round3(v);
-  const double a = std::fabs(r);
-  if (a == 0) return "0";
-  if (a >= 100) return fmt::format("{:.0f}", r);
-  if (a >= 10) return fmt::format("{:.1f}", r);
-  if (a >= 1) return fmt::format("{:.2f}", r);
-  return fmt::format("{:.3g}", r);
-}
-
-std::string human_time_ns(double ns) {
-  if (!std::isfinite(ns)) return "-";
-  const double r = std::fabs(round3(ns));
-  if (r < 1e3) return sig3(ns) + " ns";
-  if (r < 1e6) return sig3(ns / 1e3) + " us";
-  if (r < 1e9) return sig3(ns / 1e6) + " ms";
-  return sig3(ns / 1e9) + " s";
-}
-
-std::string human_bytes(double b) {
-  const double a = std::fabs(b);
-  if (a < 1024) return fmt::format("{:.0f} B", b);
-  if (a < 1024.0 * 1024) return sig3(b / 1024) + " KiB";
-  if (a < 1024.0 * 1024 * 1024) return sig3(b / (1024.0 * 1024)) + " MiB";
-  return sig3(b / (1024.0 * 1024 * 1024)) + " GiB";
-}
-
-// Rates: bytes in GB/s (TB/s from 1 TB/s up), FLOP/s in TFLOP/s (GFLOP/s below 1 TFLOP/s, which
-// only the cpu backend reaches).
-std::string human_rate(double v, const std::string& unit) {
-  if (unit == "B/s") return v >= 1e12 ? sig3(v / 1e12) + " TB/s" : sig3(v / 1e9) + " GB/s";
-  if (unit == "FLOP/s") return v >= 1e12 ? sig3(v / 1e12) + " TFLOP/s" : sig3(v / 1e9) + " GFLOP/s";
-  return unit.empty() ? sig3(v) : sig3(v) + " " + unit;
-}
-
-// Machine formats keep every digit: shortest representation that reads back to the same double.
-std::string exact(double v) { return fmt::format("{}", v); }
-
-// ---------------------------------------------------------------------------------------------
-// Markdown tables, padded so the raw text reads as a table too.
-
-std::size_t display_width(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++n;  // count UTF-8 code points, not bytes ("±")
-  return n;
-}
-
-std::string md_cell(std::string s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '|') r += "\\|";
-    else if (c == '\n' || c == '\r') r += ' ';
-    else r += c;
-  }
-  return r;
-}
-
-struct md_table {
-  std::vector<std::string> header;
-  std::vector<bool> right;  // right-aligned (numbers)
-  std::vector<std::vector<std::string>> rows;
-
-  void column(std::string name, bool numeric) {
-    header.push_back(std::move(name));
-    right.push_back(numeric);
-  }
-
-  void write(std::ostream& out) const {
-    std::vector<std::size_t> w(header.size(), 3);
-    for (std::size_t i = 0; i < header.size(); ++i) w[i] = std::max(w[i], display_width(md_cell(header[i])));
-    for (const auto& row : rows)
-      for (std::size_t i = 0; i < row.size() && i < w.size(); ++i) w[i] = std::max(w[i], display_width(md_cell(row[i])));
-    auto line = [&](const std::vector<std::string>& cells) {
-      out << '|';
-      for (std::size_t i = 0; i < header.size(); ++i) {
-        const std::string c = i < cells.size() ? md_cell(cells[i]) : std::string();
-        const std::string pad(w[i] - display_width(c), ' ');
-        out << ' ' << (right[i] ? pad + c : c + pad) << " |";
-      }
-      out << '\n';
-    };
-    line(header);
-    out << '|';
-    for (std::size_t i = 0; i < header.size(); ++i)
-      out << ' ' << (right[i] ? std::string(w[i] - 1, '-') + ":" : std::string(w[i], '-')) << " |";
-    out << '\n';
-    for (const auto& row : rows) line(row);
-  }
-};
+using report::exact;
+using report::human_bytes;
+using report::human_rate;
+using report::human_time_ns;
+using report::joined;
+using report::md_cell;
+using report::md_table;
+using report::sig3;
+using report::string_at;
 
 // ---------------------------------------------------------------------------------------------
 // Context helpers
 
-std::string json_scalar_text(const ojson& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_null()) return "";
-  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string string_at(const ojson& obj, std::initializer_list<const char*> keys) {
-  if (!obj.is_object()) return "";
-  for (const char* k : keys) {
-    auto it = obj.find(k);
-    if (it != obj.end() && !it->is_null() && !it->is_object() && !it->is_array()) {
-      std::string s = json_scalar_text(*it);
-      if (!s.empty()) return s;
-    }
-  }
-  return "";
-}
-
-// The catalogue match may be an object with a name, a bare string, or null when nothing matched.
-std::string variant_name(const ojson& device) {
-  if (!device.is_object()) return "";
-  auto it = device.find("variant");
-  if (it == device.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  return string_at(*it, {"name", "id"});
-}
-
 std::string device_label(const run_context& c) {
   std::string name = string_at(c.device, {"name"});
   if (!name.empty()) {
-    const std::string v = variant_name(c.device);
+    const std::string v = report::variant_name(c.device);
     return v.empty() || v == name ? name : fmt::format("{} ({})", name, v);
   }
-  std::string cpu = string_at(c.host, {"cpu_model", "cpu", "model_name", "model"});
+  std::string cpu = report::cpu_name(c.host);
   return cpu.empty() ? "unknown device" : cpu;
 }
-
-std::string short_commit(const std::string& c) { return c.size() > 12 ? c.substr(0, 12) : c; }
 
 // ---------------------------------------------------------------------------------------------
 // What each case contributes to a table
@@ -200,14 +81,8 @@ std::string case_note(const case_record& r) {
   if (r.status != case_status::ok && !r.message.empty()) parts.push_back(r.message);
   if (r.check.checked && !r.check.passed)
     parts.push_back(fmt::format("verification error {} > tolerance {}", sig3(r.check.error), sig3(r.check.tolerance)));
-  if (!r.throttle.reasons.empty()) {
-    std::string j;
-    for (const auto& t : r.throttle.reasons) j += (j.empty() ? "" : ", ") + t;
-    parts.push_back("throttled: " + j);
-  }
-  std::string n;
-  for (const auto& p : parts) n += (n.empty() ? "" : "; ") + p;
-  return n;
+  if (!r.throttle.reasons.empty()) parts.push_back("throttled: " + joined(r.throttle.reasons, ", "));
+  return joined(parts, "; ");
 }
 
 // A column of the per-workload table that comes from the case description: an axis, a recipe
@@ -271,9 +146,9 @@ std::string metric_cell(const metric_column& c, const case_record& r) {
 void write_workload_markdown(std::ostream& out, const std::string& workload, const std::vector<const case_record*>& cases) {
   std::set<int> versions;
   for (const auto* r : cases) versions.insert(r->workload_version);
-  std::string vtext;
-  for (int v : versions) vtext += (vtext.empty() ? "" : ", ") + std::to_string(v);
-  out << fmt::format("### {} (version {})\n\n", workload, vtext);
+  std::vector<std::string> vtext;
+  for (int v : versions) vtext.push_back(std::to_string(v));
+  out << fmt::format("### {} (version {})\n\n", workload, joined(vtext, ", "));
 
   // Axes in declaration order (first case that has each), then recipe fields sorted by name.
   std::vector<described_column> described;
@@ -417,7 +292,7 @@ void write_set_markdown(std::ostream& out, const result_set& set) {
   const run_context& c = set.context;
   out << fmt::format("## {}\n\n", set.source.empty() ? "results" : set.source);
   out << fmt::format("- itera: {}{}\n", c.itera_version.empty() ? "?" : c.itera_version,
-                     c.git_commit.empty() ? "" : fmt::format(" (commit {})", short_commit(c.git_commit)));
+                     c.git_commit.empty() ? "" : fmt::format(" (commit {})", report::short_commit(c.git_commit)));
   out << fmt::format("- backend: {}\n", c.backend);
   out << fmt::format("- device: {}\n", device_label(c));
   if (!c.started_utc.empty()) out << fmt::format("- started: {}\n", c.started_utc);
@@ -656,9 +531,7 @@ void write_markdown(std::ostream& out, const std::vector<result_set>& sets) {
   text << "# itera results\n\n";
   if (sets.empty()) text << "No results.\n";
   for (const auto& s : sets) write_set_markdown(text, s);
-  std::string s = text.str();
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  out << s << '\n';
+  report::write_document(out, text.str());
 }
 
 // CSV columns, in this order (to be published in the user docs; the golden test pins it):
@@ -738,9 +611,7 @@ void write_csv(std::ostream& out, const std::vector<result_set>& sets) {
       row.push_back(r.check.checked ? (r.check.passed ? "true" : "false") : "");
       row.push_back(r.check.checked ? exact(r.check.error) : "");
       row.push_back(r.check.checked ? exact(r.check.tolerance) : "");
-      std::string reasons;
-      for (const auto& t : r.throttle.reasons) reasons += (reasons.empty() ? "" : ";") + t;
-      row.push_back(reasons);
+      row.push_back(joined(r.throttle.reasons, ";"));
       write_row(row);
     }
   }
@@ -790,9 +661,7 @@ void write_env_markdown(std::ostream& to, const ojson& env) {
     for (const auto& k : known) is_known = is_known || k.first == key;
     if (!is_known) render(key, key);
   }
-  std::string s = out.str();
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  to << s << '\n';
+  report::write_document(to, out.str());
 }
 
 }  // namespace itera

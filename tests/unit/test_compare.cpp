@@ -124,6 +124,48 @@ TEST(CompareGate, FailedCasesAreNotTimed) {
   EXPECT_EQ(c.cases.size(), 2u);
 }
 
+TEST(CompareGate, CasesNotOkOnBothSidesAreListedAsNotCompared) {
+  result_set a = h200_run();
+  result_set b = h200_run();
+  a.cases[0].status = case_status::skipped;
+  b.cases[2].status = case_status::failed;
+  case_record ce = gemm("bf16", 100e3, 1e3);
+  ce.role = "ceiling";
+  ce.status = case_status::failed;
+  a.cases.push_back(ce);
+  b.cases.push_back(ce);
+  const comparison c = compare_results(a, b, {});
+  EXPECT_FALSE(c.refused);
+  EXPECT_EQ(c.cases.size(), 1u);
+  EXPECT_EQ(c.not_compared, (std::vector<std::string>{"gemm M=4096 N=4096 K=4096 format=bf16: A skipped, B ok",
+                                                       "gemm M=4096 N=4096 K=4096 format=fp32: A ok, B failed",
+                                                       "gemm M=4096 N=4096 K=4096 format=bf16 [ceiling]: A failed, B failed"}));
+  // A case on one side only is listed there, not here.
+  b.cases.erase(b.cases.begin());
+  EXPECT_EQ(compare_results(a, b, {}).not_compared.size(), 2u);
+  // A refused comparison compares nothing, so lists nothing here either.
+  b.context.software["cublaslt"] = "12.9.1";
+  EXPECT_TRUE(compare_results(a, b, {}).not_compared.empty());
+}
+
+TEST(CompareReport, NotComparedIsRenderedFromTheComparison) {
+  const result_set a = h200_run(), b = h200_run();
+  comparison c = compare_results(a, b, {});
+  c.not_compared = {"gemm M=1 N=1 K=1 format=a|b: A failed, B ok"};
+  std::ostringstream md, json;
+  write_comparison_markdown(md, c, a, b);
+  EXPECT_NE(md.str().find("Not compared (not ok on both sides):\n\n- gemm M=1 N=1 K=1 format=a\\|b: A failed, B ok\n"),
+            std::string::npos)
+      << md.str();
+  write_comparison_json(json, c);
+  const ojson j = ojson::parse(json.str());
+  EXPECT_EQ(j.at("not_compared"), ojson::array({"gemm M=1 N=1 K=1 format=a|b: A failed, B ok"}));
+  c.not_compared.clear();
+  std::ostringstream none;
+  write_comparison_markdown(none, c, a, b);
+  EXPECT_EQ(none.str().find("Not compared"), std::string::npos) << none.str();
+}
+
 TEST(CompareGate, DifferentGpuOnlyIsAGpuComparison) {
   const result_set a = h200_run();
   result_set b = h200_run();

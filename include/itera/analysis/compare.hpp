@@ -34,6 +34,9 @@ struct comparison {
   std::vector<std::string> refused_fields; // those fields
   std::string hardware_note;               // "GPU comparison: NVIDIA H200 (A) vs NVIDIA H100 PCIe (B)"
   std::vector<case_comparison> cases;      // only when not refused
+  // Matched cases not ok on both sides, so without times to compare (only when not refused):
+  // "gemm M=8192 N=8192 K=8192 format=fp8_e4m3: A failed, B ok"
+  std::vector<std::string> not_compared;
   std::vector<std::string> only_in_a, only_in_b;  // cases present on one side
 };
 
