@@ -142,6 +142,8 @@ ojson to_json(const case_record& r) {
   for (const auto& [k, v] : r.axes) axes[k] = v;
   ojson fields = ojson::object();
   for (const auto& [k, v] : r.fields) fields[k] = v;
+  ojson details = ojson::object();
+  for (const auto& [k, v] : r.details) details[k] = v;
   ojson metrics = ojson::array();
   for (const auto& m : r.metrics) metrics.push_back({{"name", m.name}, {"value", number(m.value)}, {"unit", m.unit}});
   ojson stages = ojson::array();
@@ -165,6 +167,7 @@ ojson to_json(const case_record& r) {
              {"role", r.role},
              {"axes", axes},
              {"fields", fields},
+             {"details", details},
              {"status", to_string(r.status)},
              {"message", r.message},
              {"warmup", {{"count", r.warmup_count}, {"time_ns", r.warmup_ns}}},
@@ -200,6 +203,8 @@ case_record case_from_json(const ojson& j) {
   r.role = j.value("role", "case");
   for (const auto& [k, v] : j.at("axes").items()) r.axes.emplace_back(k, v.get<std::string>());
   for (const auto& [k, v] : j.at("fields").items()) r.fields[k] = v.get<std::string>();
+  if (j.contains("details"))
+    for (const auto& [k, v] : j.at("details").items()) r.details[k] = v.get<std::string>();
   r.status = case_status_from_string(j.at("status").get<std::string>());
   r.message = j.value("message", "");
   r.warmup_count = j.at("warmup").at("count").get<std::size_t>();

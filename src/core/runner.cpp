@@ -35,6 +35,12 @@ std::int64_t case_state::get_int(std::string_view axis) const { return std::stol
 const std::string& case_state::get_string(std::string_view axis) const { return axis_value(m_record, axis); }
 
 void case_state::set_field(const std::string& key, const std::string& value) { m_record.fields[key] = value; }
+void case_state::set_detail(const std::string& key, const std::string& value) { m_record.details[key] = value; }
+
+void case_state::use_timer(std::unique_ptr<device_timer> timer) {
+  if (m_executed) throw std::logic_error("case_state::use_timer after exec");
+  m_timer = std::move(timer);
+}
 
 void case_state::set_work(double flops, double bytes_read, double bytes_written) {
   m_record.flops = flops;
@@ -78,8 +84,8 @@ void case_state::exec(const std::function<void()>& launch) {
   double measured_s = 0;
   stop_reason reason = stop_reason::none;
   while (reason == stop_reason::none) {
+    timer.start();  // may wait for earlier work (CUPTI): not part of this sample
     const std::int64_t t0 = host_now_ns();
-    timer.start();
     launch();
     timer.stop();
     const double device_ns = timer.elapsed_ns();  // waits for the work: R2

@@ -43,51 +43,54 @@ cuda_backend::cuda_backend(int device_index) : m_device(device_index) {
   ITERA_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (device_index < 0 || device_index >= count)
     throw usage_error(fmt::format("cuda device index {} is out of range: {} device(s) found", device_index, count));
-  ITERA_CUDA_CHECK(cudaSetDevice(m_device));
-  ITERA_CUDA_CHECK(cudaGetDeviceProperties(&m_properties, m_device));
+
+  // CUPTI first, before this thread creates the device's context, so that activity collection is
+  // in place from the context's first launch.
+  const char* forced = std::getenv("ITERA_TIMER");
+  const std::string choice = forced && *forced ? forced : "cupti";
+  if (choice == "cuda_events") {
+    m_timer_method = "cuda_events";
+  } else if (choice == "cupti") {
+    const std::string reason = cupti_acquire();
+    m_use_cupti = reason.empty();
+    if (!m_use_cupti) m_timer_method = "cuda_events (cupti unavailable: " + reason + ")";
+  } else {
+    throw usage_error("ITERA_TIMER=" + choice + " is not a timer: choose cupti or cuda_events");
+  }
+
   try {
+    ITERA_CUDA_CHECK(cudaSetDevice(m_device));
+    ITERA_CUDA_CHECK(cudaGetDeviceProperties(&m_properties, m_device));
     // Non-blocking: work on the legacy default stream (by libraries or other code in the process)
     // does not serialise with the measured work.
     ITERA_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
     ITERA_CUBLAS_CHECK(cublasLtCreate(&m_lt));
     m_workspace = device_buffer(lt_workspace_bytes, &m_memory);
     m_clock = std::make_unique<event_clock>(m_device, m_stream);
-
-    const char* forced = std::getenv("ITERA_TIMER");
-    const std::string choice = forced && *forced ? forced : "cupti";
-    if (choice == "cuda_events") {
-      m_timer_method = "cuda_events";
-    } else if (choice == "cupti") {
-      const std::string reason = cupti_acquire();
-      if (!reason.empty()) {
-        m_timer_method = "cuda_events (cupti unavailable: " + reason + ")";
-      } else {
-        m_use_cupti = true;
-        // One small region now, so that a CUPTI that initialises but delivers nothing usable (as
-        // under some attached tools) is found here and replaced by events, not in every case.
-        try {
-          cupti_timer probe(m_stream);
-          probe.start();
-          ITERA_CUDA_CHECK(cudaMemsetAsync(m_workspace.data(), 0, 4096, m_stream));
-          probe.stop();
-          (void)probe.elapsed_ns();
-          m_timer_method = "cupti_activity_span";
-        } catch (const std::exception& e) {
-          cupti_release();
-          m_use_cupti = false;
-          m_timer_method = std::string("cuda_events (cupti unavailable: ") + e.what() + ")";
-        }
-      }
-    } else {
-      throw usage_error("ITERA_TIMER=" + choice + " is not a timer: choose cupti or cuda_events");
-    }
   } catch (...) {
-    if (m_use_cupti) cupti_release();
     m_clock.reset();
     m_workspace = device_buffer();
     if (m_lt) (void)cublasLtDestroy(m_lt);
     if (m_stream) (void)cudaStreamDestroy(m_stream);
+    if (m_use_cupti) cupti_release();
     throw;
+  }
+
+  if (m_use_cupti) {
+    // One small region now, so that a CUPTI that initialises but delivers nothing usable (as under
+    // some attached tools) is found here and replaced by events, not in every case.
+    try {
+      cupti_timer probe(m_stream);
+      probe.start();
+      ITERA_CUDA_CHECK(cudaMemsetAsync(m_workspace.data(), 0, 4096, m_stream));
+      probe.stop();
+      (void)probe.elapsed_ns();
+      m_timer_method = "cupti_activity_span";
+    } catch (const std::exception& e) {
+      cupti_release();
+      m_use_cupti = false;
+      m_timer_method = std::string("cuda_events (cupti unavailable: ") + e.what() + ")";
+    }
   }
 }
 

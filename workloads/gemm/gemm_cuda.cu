@@ -327,6 +327,7 @@ std::string cublaslt_version() {
 // anonymous struct behind a typedef ("internal error ... find_allocated_name_reference").
 struct algorithm {
   cublasLtMatmulAlgo_t algo;
+  int heuristic_rank;  // position in cuBLASLt's answer, 0 = its first choice
 };
 
 std::atomic<std::uint64_t> next_seed{1};
@@ -422,7 +423,7 @@ class gemm_case {
     ITERA_CUBLAS_CHECK(status);  // any other status is a wrong call of ours: a failure, not a skip
     m_algorithms.clear();
     for (int i = 0; i < returned; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS) m_algorithms.push_back({results[i].algo});
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) m_algorithms.push_back({results[i].algo, i});
     if (m_algorithms.empty())
       throw case_skipped(cat(cublaslt_version(), " returned ", returned, " ", m_traits.name, " candidates for M=", m_m,
                              " N=", m_n, " K=", m_k, ", none usable"));
@@ -469,7 +470,7 @@ class gemm_case {
     (void)cudaGetLastError();
   }
 
-  std::size_t chosen_rank() const { return m_chosen; }
+  int chosen_rank() const { return m_algorithms.at(m_chosen).heuristic_rank; }
   std::size_t tried() const { return m_tried; }
 
   cublasStatus_t launch_status(const cublasLtMatmulAlgo_t& algo) {
@@ -623,8 +624,8 @@ void run_cuda(case_state& state) {
     state.set_field("precision.fp8_fast_accumulation", "off");  // cuBLASLt's default: full-precision accumulation
   if (t.id == format::fp4_e2m1) state.set_field("precision.block_scale", "ue4m3 per 16 elements, all 1.0");
   state.set_field("library", cublaslt_version());
-  state.set_field("algo.heuristic_rank", std::to_string(g.chosen_rank()));
-  state.set_field("algo.count_tried", std::to_string(g.tried()));
+  state.set_detail("algo.heuristic_rank", std::to_string(g.chosen_rank()));
+  state.set_detail("algo.count_tried", std::to_string(g.tried()));
 
   if (state.options().verify) {
     g.run_once();

@@ -4,13 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
-#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -21,6 +18,7 @@
 #include "itera/env/fingerprint.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
+#include "src/env/nvml_api.hpp"
 #include "workloads/transfer/transfer.hpp"
 
 namespace itera::transfer {
@@ -83,24 +81,6 @@ std::optional<std::uint64_t> host_memory_available() {
   return std::nullopt;
 }
 
-// "0000:1b:00.0" and NVML's "00000000:1B:00.0" name the same function: compare the numbers.
-std::optional<std::array<unsigned long, 4>> parse_pci_bus_id(const std::string& s) {
-  std::array<unsigned long, 4> parts{};
-  std::size_t part = 0;
-  const char* p = s.data();
-  const char* end = s.data() + s.size();
-  while (p < end && part < 4) {
-    unsigned long v = 0;
-    const auto [next, ec] = std::from_chars(p, end, v, 16);
-    if (ec != std::errc() || next == p) return std::nullopt;
-    parts[part++] = v;
-    p = next;
-    if (p < end && (*p == ':' || *p == '.')) ++p;
-  }
-  if (part != 4) return std::nullopt;
-  return parts;
-}
-
 // The PCIe link's theoretical rate per direction for this device, from NVML's maximum generation
 // and width (the current ones drop while the link idles). Nothing when NVML or the match is missing.
 std::optional<double> pcie_theoretical_bytes_per_s(const cuda_backend& dev) {
@@ -109,13 +89,12 @@ std::optional<double> pcie_theoretical_bytes_per_s(const cuda_backend& dev) {
     (void)cudaGetLastError();
     return std::nullopt;
   }
-  const auto ours = parse_pci_bus_id(bus_id);
-  if (!ours) return std::nullopt;
   const ojson nvml = nvml_fingerprint();
   if (!nvml.value("available", false) || !nvml.contains("devices")) return std::nullopt;
   for (const auto& d : nvml.at("devices")) {
     if (!d.contains("pci_bus_id") || !d.at("pci_bus_id").is_string()) continue;
-    if (parse_pci_bus_id(d.at("pci_bus_id").get<std::string>()) != ours) continue;
+    // CUDA writes "0000:1b:00.0", NVML "00000000:1B:00.0": compared as numbers.
+    if (!nvml::same_pci_bus_id(bus_id, d.at("pci_bus_id").get<std::string>())) continue;
     const int generation = d.value("pcie_gen_max", 0);
     const int width = d.value("pcie_width_max", 0);
     const double rate = pcie_bytes_per_s(generation, width);
@@ -221,8 +200,11 @@ void run_cuda(case_state& state) {
   void* const to = dst->data();
   const void* const from = src->data();
 
-  state.set_field("memory", d2d ? "device" : memory);
   state.set_field("copy_engine", "cudaMemcpyAsync");
+  if (!d2d && !pinned)
+    state.use_timer(cuda::as_cuda(state.device())
+                        .make_event_timer("cuda_events (pageable copies stage through host memory, outside CUPTI's "
+                                          "copy records)"));
 
   if (state.options().verify) {
     dst->poison(stream);

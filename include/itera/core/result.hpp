@@ -83,7 +83,8 @@ struct case_record {
   std::string backend;
   std::string role = "case";  // "case" | "ceiling"
   std::vector<std::pair<std::string, std::string>> axes;  // in declaration order
-  std::map<std::string, std::string> fields;  // recipe fields the workload set (precision.*, ...)
+  std::map<std::string, std::string> fields;   // recipe fields the workload set (precision.*, ...)
+  std::map<std::string, std::string> details;  // how it ran, not part of the recipe (algorithm autotuning chose)
   case_status status = case_status::ok;
   std::string message;  // failure or skip reason
 

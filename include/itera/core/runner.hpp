@@ -51,6 +51,12 @@ class case_state {
 
   // Recipe fields the case really ran with (R6: "precision.input", "precision.compute", ...).
   void set_field(const std::string& key, const std::string& value);
+  // How the case ran that is not part of the recipe (the algorithm autotuning chose): recorded,
+  // never a reason to refuse a comparison.
+  void set_detail(const std::string& key, const std::string& value);
+  // Replaces the backend's default timer for this case, before exec(), when that timer cannot see
+  // all of the work (pageable copies stage through host memory outside CUPTI's records).
+  void use_timer(std::unique_ptr<device_timer> timer);
   // Work one repetition does, for throughput and utilisation.
   void set_work(double flops, double bytes_read, double bytes_written);
   // Compares achieved throughput with this ceiling ("copy.d2d", "gemm.bf16") when it was measured.
