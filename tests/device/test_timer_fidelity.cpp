@@ -21,20 +21,22 @@ TEST(timer_fidelity, spin_kernels_match_nsight_compute) { GTEST_SKIP() << "built
 
 #else
 
-// Nsight Compute's gpu__time_duration (median) of one launch of itera::kernels::launch_spin for each
-// target, measured on the H200 this test pins. Replace these with ncu's numbers for this exact
-// kernel when the card, driver or kernel changes:
-//   ncu --metrics gpu__time_duration.sum --kernel-name regex:spin_kernel ...
+// Nsight Compute's gpu__time_duration (median of 7 launches) of one launch of
+// itera::kernels::launch_spin for each target: H200 SXM, driver 580.159.04, CUDA 13.0, 2026-11-29
+// (docs/perf/2026-11-29-h200-foundation.md). Replace these with ncu's numbers for this exact kernel
+// when the card, driver or kernel changes:
+//   ITERA_TIMER=cuda_events ncu --clock-control none --print-units base \
+//       --metrics gpu__time_duration.sum -k regex:spin spin_reference_cuda 3
 struct nsight_compute_reference {
   std::uint64_t target_ns;
   double gpu_time_duration_ns;
   int samples;  // launches whose median is compared
 };
 constexpr nsight_compute_reference nsight_compute_durations[] = {
-    {10'000, 11'400, 50},
-    {100'000, 101'400, 50},
-    {1'000'000, 1'000'000, 50},
-    {50'000'000, 50'000'000, 10},
+    {10'000, 11'296, 50},
+    {100'000, 101'408, 50},
+    {1'000'000, 1'001'440, 50},
+    {50'000'000, 50'001'440, 10},
 };
 
 double median(std::vector<double> v) {
