@@ -26,7 +26,7 @@ stage_recorder::scope stage_recorder::enter(std::string_view name) {
     // Each stage sees its own high-water mark: start it at what is held now, restore on close.
     s.saved_peak = m_memory->exchange_peak(m_memory->current());
   }
-  s.mark_begin = m_clock ? m_clock->mark() : 0;
+  s.clock_span = m_clock ? m_clock->begin_span() : 0;
   s.host_begin_ns = host_now_ns();
   const auto index = static_cast<std::uint32_t>(m_spans.size());
   m_spans.push_back(s);
@@ -38,7 +38,7 @@ void stage_recorder::close_span(std::uint32_t index) {
   span& s = m_spans[index];
   if (s.closed) return;
   s.host_end_ns = host_now_ns();
-  s.mark_end = m_clock ? m_clock->mark() : 0;
+  if (m_clock) m_clock->end_span(s.clock_span);
   if (m_memory) {
     s.memory_peak = m_memory->peak();
     s.memory_end = m_memory->current();
@@ -66,6 +66,39 @@ void stage_recorder::scope::add_bytes_written(double bytes) { if (m_owner) m_own
 void stage_recorder::scope::add_flops(double flops) { if (m_owner) m_owner->m_spans[m_index].flops += flops; }
 
 std::vector<stage_record> stage_recorder::finish() {
+  // Cleared however finish() ends: a clock that throws must not leave its spans to the next case.
+  struct clear_on_exit {
+    stage_recorder& r;
+    ~clear_on_exit() {
+      r.m_spans.clear();
+      r.m_stack.clear();
+      if (r.m_clock) r.m_clock->reset();
+    }
+  } clear{*this};
+
+  // Device interval of each span's subtree: its own work united with its descendants'. Children
+  // come after their parent in m_spans, so one backward pass folds every subtree into its root.
+  // A span still open contributes no device time of its own.
+  struct interval {
+    double start = 0, end = 0;
+    bool any = false;
+    void add(double s, double e) {
+      start = any ? std::min(start, s) : s;
+      end = any ? std::max(end, e) : e;
+      any = true;
+    }
+  };
+  std::vector<interval> subtree(m_clock ? m_spans.size() : 0);
+  if (m_clock) {
+    for (std::size_t i = m_spans.size(); i-- > 0;) {
+      const span& s = m_spans[i];
+      if (s.closed)
+        if (const auto own = m_clock->interval_ns(s.clock_span)) subtree[i].add(own->first, own->second);
+      if (s.parent >= 0 && subtree[i].any)
+        subtree[static_cast<std::size_t>(s.parent)].add(subtree[i].start, subtree[i].end);
+    }
+  }
+
   std::vector<stage_record> out;
   std::map<std::string, std::size_t> by_path;
   std::vector<std::string> paths(m_spans.size());
@@ -89,16 +122,13 @@ std::vector<stage_record> stage_recorder::finish() {
     const std::int64_t host_end = s.closed ? s.host_end_ns : host_now_ns();
     r.calls += 1;
     r.host_ns += static_cast<double>(host_end - s.host_begin_ns);
-    if (m_clock && s.closed) r.device_ns += m_clock->elapsed_ns(s.mark_begin, s.mark_end);
+    if (m_clock && s.closed && subtree[i].any) r.device_ns += subtree[i].end - subtree[i].start;
     r.bytes_read += s.bytes_read;
     r.bytes_written += s.bytes_written;
     r.flops += s.flops;
     r.memory_peak_bytes = std::max(r.memory_peak_bytes, s.memory_peak);
     r.memory_end_bytes = s.memory_end;
   }
-  m_spans.clear();
-  m_stack.clear();
-  if (m_clock) m_clock->reset();
   return out;
 }
 

@@ -194,7 +194,17 @@ case_record runner::run_one(const workload_decl& w, const axis_values& values, c
 }
 
 void runner::finish_record(case_record& r, case_state& st) {
-  r.stages = st.stages().finish();
+  try {
+    r.stages = st.stages().finish();
+  } catch (const std::exception& e) {
+    // The stage clock could not resolve its spans (dropped records, a broken device): the case's
+    // own samples may still stand, but its stage times do not.
+    if (r.status == case_status::ok) {
+      r.status = case_status::failed;
+      r.message = std::string("stage times could not be read: ") + e.what();
+      ++m_failed;
+    }
+  }
   if (r.status != case_status::ok) {
     // A failed case keeps what it measured (samples) but no derived numbers.
     return;

@@ -1,7 +1,10 @@
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -66,9 +69,7 @@ cuda_backend::cuda_backend(int device_index) : m_device(device_index) {
     ITERA_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
     ITERA_CUBLAS_CHECK(cublasLtCreate(&m_lt));
     m_workspace = device_buffer(lt_workspace_bytes, &m_memory);
-    m_clock = std::make_unique<event_clock>(m_device, m_stream);
   } catch (...) {
-    m_clock.reset();
     m_workspace = device_buffer();
     if (m_lt) (void)cublasLtDestroy(m_lt);
     if (m_stream) (void)cudaStreamDestroy(m_stream);
@@ -92,14 +93,40 @@ cuda_backend::cuda_backend(int device_index) : m_device(device_index) {
       m_timer_method = std::string("cuda_events (cupti unavailable: ") + e.what() + ")";
     }
   }
+
+  // The stage clock. With CUPTI, one probe span around a memset must get that memset's record back
+  // through external correlation; otherwise (or without CUPTI) CUDA events, saying why.
+  std::string stage_clock_reason;
+  if (m_use_cupti) {
+    try {
+      auto clock = std::make_unique<cupti_stage_clock>(m_device);
+      const std::uint32_t span = clock->begin_span();
+      const cudaError_t launched = cudaMemsetAsync(m_workspace.data(), 0, 4096, m_stream);
+      clock->end_span(span);
+      ITERA_CUDA_CHECK(launched);
+      const auto interval = clock->interval_ns(span);
+      if (!interval)
+        throw std::runtime_error("a probe span's memset came back without its external correlation");
+      clock->reset();
+      m_clock = std::move(clock);
+    } catch (const std::exception& e) {
+      stage_clock_reason = e.what();
+    }
+  }
+  if (!m_clock) {
+    m_clock = std::make_unique<event_clock>(
+        m_device, m_stream,
+        m_use_cupti ? "cuda_events (cupti external correlation unavailable: " + stage_clock_reason + ")"
+                    : m_timer_method);
+  }
 }
 
 cuda_backend::~cuda_backend() {
   // Nothing here may throw; a failure now means the context is already broken and was reported.
   (void)cudaSetDevice(m_device);
   (void)cudaStreamSynchronize(m_stream);
+  m_clock.reset();  // before CUPTI is released: the CUPTI clock hands back its collection
   if (m_use_cupti) cupti_release();
-  m_clock.reset();
   m_workspace = device_buffer();
   (void)cublasLtDestroy(m_lt);
   (void)cudaStreamDestroy(m_stream);
@@ -169,7 +196,7 @@ nlohmann::ordered_json cuda_backend::describe() const {
   d["cuda_driver_version"] = cuda_version_string(driver);
   d["cublaslt_version"] = cublaslt_version_string(cublasLtGetVersion());
   d["timer_method"] = m_timer_method;
-  d["stream_clock_method"] = std::string(m_clock->method());
+  d["stage_clock_method"] = std::string(m_clock->method());
   return d;
 }
 

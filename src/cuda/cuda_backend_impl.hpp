@@ -58,7 +58,9 @@ class cuda_backend final : public backend {
   cudaStream_t m_stream = nullptr;
   cublasLtHandle_t m_lt = nullptr;
   device_buffer m_workspace;
-  std::unique_ptr<event_clock> m_clock;
+  // The stage recorder's clock: cupti_stage_clock when CUPTI is in use and its probe span got its
+  // records back, else event_clock (its method says why).
+  std::unique_ptr<device_clock> m_clock;
   bool m_use_cupti = false;
   std::string m_timer_method;
 };

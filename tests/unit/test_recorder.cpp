@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "itera/core/recorder.hpp"
 
@@ -87,13 +92,27 @@ TEST(Recorder, CloseEndsASpanEarlyOnce) {
   EXPECT_EQ(rec.finish().size(), 1u);
 }
 
-// A clock whose marks are 1 us apart: device time of a span = (marks between) us.
+// A clock whose spans did the device work a test assigns them: `own[id]` is span `id`'s own
+// [start, end]; ids count up from 0 in the order spans open, and restart after reset().
 class fake_clock final : public device_clock {
  public:
-  std::uint32_t mark() override { return m_next++; }
-  double elapsed_ns(std::uint32_t from, std::uint32_t to) override { return (to - from) * 1000.0; }
-  void reset() override { m_next = 0; }
+  std::map<std::uint32_t, std::pair<double, double>> own;
+  std::vector<std::uint32_t> ended;  // end_span calls, in order
+
+  std::uint32_t begin_span() override { return m_next++; }
+  void end_span(std::uint32_t span) override { ended.push_back(span); }
+  std::optional<std::pair<double, double>> interval_ns(std::uint32_t span) override {
+    EXPECT_LT(span, m_next) << "only spans begun since the last reset";
+    const auto it = own.find(span);
+    if (it == own.end()) return std::nullopt;
+    return it->second;
+  }
+  void reset() override {
+    m_next = 0;
+    ++resets;
+  }
   std::string_view method() const override { return "fake"; }
+  int resets = 0;
 
  private:
   std::uint32_t m_next = 0;
@@ -101,15 +120,88 @@ class fake_clock final : public device_clock {
 
 TEST(Recorder, DeviceTimeFromTheClock) {
   fake_clock clock;
+  clock.own[0] = {0, 3000};     // outer
+  clock.own[1] = {1000, 2000};  // inner
   stage_recorder rec(&clock);
   {
-    auto outer = rec.enter("outer");  // mark 0
-    auto inner = rec.enter("inner");  // mark 1, closes at 2
-  }                                   // outer closes at 3
+    auto outer = rec.enter("outer");  // span 0
+    auto inner = rec.enter("inner");  // span 1
+  }
+  EXPECT_EQ(clock.ended, (std::vector<std::uint32_t>{1, 0})) << "spans end innermost first";
   const auto stages = rec.finish();
+  ASSERT_EQ(stages.size(), 2u);
   EXPECT_EQ(stages[0].device_ns, 3000);
   EXPECT_EQ(stages[1].device_ns, 1000);
   EXPECT_EQ(stages[1].device_time_method, "fake");
+  EXPECT_EQ(clock.resets, 1) << "finish resets the clock";
+}
+
+TEST(Recorder, DeviceTimeSpansTheSubtree) {
+  fake_clock clock;
+  // Span ids in opening order:
+  //   0 idle        (no own work)
+  //   1   a         [100, 200]
+  //   2   b         [300, 500]
+  //   3 wrap        own work before and after its child: [1000, 5000]
+  //   4   inner     [2000, 3000]
+  //   5 lead        own work before its child only: [10000, 10500]
+  //   6   late      [11000, 12000]
+  //   7 root        (no own work)
+  //   8   mid       (no own work)
+  //   9     leaf    [20000, 20010]
+  //  10 host_only   (no work at all, no children)
+  clock.own = {{1, {100, 200}},       {2, {300, 500}},       {3, {1000, 5000}}, {4, {2000, 3000}},
+               {5, {10000, 10500}},   {6, {11000, 12000}},   {9, {20000, 20010}}};
+  stage_recorder rec(&clock);
+  {
+    auto idle = rec.enter("idle");
+    { auto a = rec.enter("a"); }
+    { auto b = rec.enter("b"); }
+  }
+  {
+    auto wrap = rec.enter("wrap");
+    auto inner = rec.enter("inner");
+  }
+  {
+    auto lead = rec.enter("lead");
+    auto late = rec.enter("late");
+  }
+  {
+    auto root = rec.enter("root");
+    auto mid = rec.enter("mid");
+    auto leaf = rec.enter("leaf");
+  }
+  { auto host_only = rec.enter("host_only"); }
+  const auto stages = rec.finish();
+  std::map<std::string, double> device;
+  for (const auto& s : stages) device[s.path] = s.device_ns;
+  EXPECT_EQ(device["idle"], 400) << "no own work: from its first child's start to its last child's end";
+  EXPECT_EQ(device["idle/a"], 100);
+  EXPECT_EQ(device["idle/b"], 200);
+  EXPECT_EQ(device["wrap"], 4000) << "own work before and after the child spans both";
+  EXPECT_EQ(device["wrap/inner"], 1000);
+  EXPECT_EQ(device["lead"], 2000) << "the child's work extends the parent's";
+  EXPECT_EQ(device["lead/late"], 1000);
+  EXPECT_EQ(device["root"], 10) << "a grandchild's work reaches the root";
+  EXPECT_EQ(device["root/mid"], 10);
+  EXPECT_EQ(device["root/mid/leaf"], 10);
+  EXPECT_EQ(device["host_only"], 0) << "a clock, but no device work: 0, not -1";
+}
+
+TEST(Recorder, DeviceTimeSumsOverCalls) {
+  fake_clock clock;
+  // Two calls of step { kernel } : spans 0 (step), 1 (kernel), 2 (step), 3 (kernel).
+  clock.own = {{1, {0, 700}}, {3, {1000, 1300}}};
+  stage_recorder rec(&clock);
+  for (int i = 0; i < 2; ++i) {
+    auto step = rec.enter("step");
+    auto kernel = rec.enter("kernel");
+  }
+  const auto stages = rec.finish();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].calls, 2u);
+  EXPECT_EQ(stages[0].device_ns, 1000) << "700 + 300, not the extent over both calls";
+  EXPECT_EQ(stages[1].device_ns, 1000);
 }
 
 }  // namespace

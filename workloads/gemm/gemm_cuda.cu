@@ -300,24 +300,6 @@ matrix_layout make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t c
   return matrix_layout(layout);
 }
 
-struct event_pair {
-  cudaEvent_t begin = nullptr, end = nullptr;
-  event_pair() {
-    ITERA_CUDA_CHECK(cudaEventCreate(&begin));
-    const cudaError_t status = cudaEventCreate(&end);
-    if (status != cudaSuccess) {
-      (void)cudaEventDestroy(begin);
-      ITERA_CUDA_CHECK(status);
-    }
-  }
-  ~event_pair() {
-    (void)cudaEventDestroy(begin);
-    (void)cudaEventDestroy(end);
-  }
-  event_pair(const event_pair&) = delete;
-  event_pair& operator=(const event_pair&) = delete;
-};
-
 std::string cublaslt_version() {
   const std::size_t v = cublasLtGetVersion();
   return cat("cuBLASLt ", v / 10000, ".", (v / 100) % 100, ".", v % 100);
@@ -431,31 +413,35 @@ class gemm_case {
     m_tried = 1;
   }
 
-  // Times each candidate briefly (one warm launch, then a few between two events) and keeps the
-  // fastest. A candidate whose launch fails is passed over.
+  // Times each candidate briefly with the backend's own timer and keeps the fastest. The timer
+  // matters: a pair of events around a few short launches measures the launch path, not the
+  // kernels (about 250 us per launch after an idle gap on the H200 VM, docs/perf), and picked a
+  // 3x slower fp32 algorithm at 1024^3; CUPTI's span measures the kernels. A candidate whose
+  // launch fails is passed over.
   void choose_fastest() {
-    const cudaStream_t s = m_dev.stream();
-    event_pair events;
+    const auto timer = m_dev.make_timer();
+    m_selection_method = std::string(timer->method());
     const auto time_candidate = [&](std::size_t index, int repetitions) -> double {
-      if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) return -1;
-      ITERA_CUDA_CHECK(cudaEventRecord(events.begin, s));
+      if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) return -1;  // warm
+      timer->start();
       for (int r = 0; r < repetitions; ++r)
-        if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) return -1;
-      ITERA_CUDA_CHECK(cudaEventRecord(events.end, s));
-      ITERA_CUDA_CHECK(cudaEventSynchronize(events.end));
-      float ms = 0;
-      ITERA_CUDA_CHECK(cudaEventElapsedTime(&ms, events.begin, events.end));
-      return static_cast<double>(ms) / repetitions;
+        if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) {
+          timer->stop();
+          (void)timer->elapsed_ns();
+          return -1;
+        }
+      timer->stop();
+      return timer->elapsed_ns() * 1e-6 / repetitions;
     };
     const double first_ms = time_candidate(0, 1);
     if (first_ms < 0)
       throw std::runtime_error(cat(cublaslt_version(), " failed to launch its first-ranked ", m_traits.name, " algorithm"));
-    // A trial costs (1 + repetitions) launches per candidate: about 5 ms of them, and none at all
-    // past 50 ms a launch, where the heuristic's first choice is kept.
+    // A trial costs about 2 ms of launches per candidate, and none at all past 50 ms a launch,
+    // where the heuristic's first choice is kept.
     m_chosen = 0;
     m_tried = 1;
     if (first_ms > 50.0 || m_algorithms.size() == 1) return;
-    const int repetitions = static_cast<int>(std::clamp(5.0 / std::max(first_ms, 1e-3), 1.0, 20.0));
+    const int repetitions = static_cast<int>(std::clamp(2.0 / std::max(first_ms, 1e-3), 3.0, 200.0));
     double best_ms = std::numeric_limits<double>::infinity();
     m_tried = 0;
     for (std::size_t i = 0; i < m_algorithms.size(); ++i) {
@@ -470,6 +456,7 @@ class gemm_case {
     (void)cudaGetLastError();
   }
 
+  const std::string& selection_method() const { return m_selection_method; }
   int chosen_rank() const { return m_algorithms.at(m_chosen).heuristic_rank; }
   std::size_t tried() const { return m_tried; }
 
@@ -594,6 +581,7 @@ class gemm_case {
   matrix_layout m_layout_a, m_layout_b, m_layout_d;
   std::vector<algorithm> m_algorithms;
   std::size_t m_chosen = 0, m_tried = 0;
+  std::string m_selection_method;
   float m_alpha_f = 1.0f, m_beta_f = 0.0f;
   std::int32_t m_alpha_i = 1, m_beta_i = 0;
 };
@@ -626,6 +614,7 @@ void run_cuda(case_state& state) {
   state.set_field("library", cublaslt_version());
   state.set_detail("algo.heuristic_rank", std::to_string(g.chosen_rank()));
   state.set_detail("algo.count_tried", std::to_string(g.tried()));
+  state.set_detail("algo.selection_timer", g.selection_method());
 
   if (state.options().verify) {
     g.run_once();

@@ -1,8 +1,10 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "itera/core/result.hpp"
@@ -30,14 +32,24 @@ class memory_tracker {
   std::atomic<std::uint64_t> m_peak{0};
 };
 
-// Marks on a device stream, resolved into durations once the work has finished. The cuda backend
-// implements it with a pool of CUDA events; without one, stages carry host time only.
+// Device time for the stage recorder, by span. A span opens when a stage opens and closes with it;
+// the clock attributes to it the device work enqueued in between (outside the spans nested in it:
+// the recorder unites those itself). The cuda backend implements it with CUPTI external
+// correlation, or, without CUPTI, with CUDA events on its stream, whose interval around a span also
+// covers what nested spans enqueued. Without a clock, stages carry host time only.
 class device_clock {
  public:
   virtual ~device_clock() = default;
-  virtual std::uint32_t mark() = 0;                              // enqueue a marker, cheap
-  virtual double elapsed_ns(std::uint32_t from, std::uint32_t to) = 0;  // waits for `to`
-  virtual void reset() = 0;                                      // forget all marks
+  // Called when a stage opens and closes, on the thread that opened it, in nesting order; both must
+  // be cheap (bench/bench_recorder.cpp). end_span runs in a scope's destructor and must not throw:
+  // a clock keeps its failure and reports it from interval_ns().
+  virtual std::uint32_t begin_span() = 0;
+  virtual void end_span(std::uint32_t span) = 0;
+  // [start, end] in ns, on the clock's own timeline, of the device work `span` itself enqueued;
+  // nullopt when it enqueued none. Waits for the device work (the first call after new spans may
+  // synchronize and flush); later calls read the result. Throws when the time cannot be known.
+  virtual std::optional<std::pair<double, double>> interval_ns(std::uint32_t span) = 0;
+  virtual void reset() = 0;  // forget all spans
   virtual std::string_view method() const = 0;
 };
 
@@ -70,8 +82,10 @@ class stage_recorder {
   // Opens a span named `name` under the innermost open span.
   [[nodiscard]] scope enter(std::string_view name);
 
-  // Resolves device times and aggregates the spans by path (in first-seen order). Call after the
-  // device work has finished or let it wait. Clears the recorder.
+  // Resolves device times and aggregates the spans by path (in first-seen order). A span's device
+  // time runs from the first start to the last end of the work it and its nested spans enqueued
+  // (0 when they enqueued none). Call after the device work has finished or let it wait. Clears the
+  // recorder.
   std::vector<stage_record> finish();
 
   std::size_t open_depth() const { return m_stack.size(); }
@@ -81,7 +95,7 @@ class stage_recorder {
     std::uint32_t name_id;
     std::int32_t parent;  // index into m_spans, -1 for a root
     std::int64_t host_begin_ns, host_end_ns;
-    std::uint32_t mark_begin, mark_end;
+    std::uint32_t clock_span;  // the device clock's id of this span
     double bytes_read, bytes_written, flops;
     std::uint64_t saved_peak, memory_peak, memory_end;
     bool closed;
