@@ -18,8 +18,8 @@
 // correlation id, which the kernel, memcpy and memset records of that call carry too. The session
 // joins the two while a stage clock is armed; the clock reads the result after a device-wide wait
 // and a forced flush. External-correlation records exist only beside API records, so the runtime
-// and driver API kinds are enabled as well: a record per CUDA call of the process, which adds to
-// every call's host time (ITERA_CUPTI_API_KINDS picks one of the two instead).
+// API kind is enabled as well: a record per runtime call of the process, which adds to every
+// call's host time (ITERA_CUPTI_API_KINDS chooses the kinds; docs/perf measures the cost).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -49,15 +49,16 @@ constexpr CUpti_ActivityKind collected_kinds[] = {
     CUPTI_ACTIVITY_KIND_MEMSET,
 };
 
-// The API kinds the stage clock's external-correlation records need. Both by default: a kernel's
-// correlation id is that of the runtime or the driver call that launched it, and whether a runtime
-// call and the driver call under it share one id is not documented, so both get their records.
-// Each enabled API kind writes a record for every CUDA call of the process, in a stage or not:
-// ITERA_CUPTI_API_KINDS=runtime or =driver enables one only, to measure whether it suffices on a
-// given driver (the device tests stage_clock.* say) and what it saves (bench_recorder's bm_launch).
+// The API kinds the stage clock's external-correlation records need. Runtime by default: measured
+// on an H200 with driver 580 (docs/perf/2026-11-29-h200-foundation.md), runtime records alone
+// carry the correlation that kernels launched through the runtime (and cuBLASLt) bear; driver
+// records alone do not (the stage_clock tests fail and the clock falls back to events); both
+// pass but cost more per launch (7.27 us against 7.04 us, 4.85 us with CUPTI off). Each enabled
+// kind writes a record for every call of the process, in a stage or not. ITERA_CUPTI_API_KINDS=
+// runtime+driver adds the driver kind, for code that launches through the driver API.
 std::vector<CUpti_ActivityKind> stage_kinds() {
   const char* choice = std::getenv("ITERA_CUPTI_API_KINDS");
-  const std::string api = choice && *choice ? choice : "runtime+driver";
+  const std::string api = choice && *choice ? choice : "runtime";
   std::vector<CUpti_ActivityKind> kinds;
   if (api == "runtime" || api == "runtime+driver") kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
   if (api == "driver" || api == "runtime+driver") kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);

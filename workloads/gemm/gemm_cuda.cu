@@ -413,35 +413,39 @@ class gemm_case {
     m_tried = 1;
   }
 
-  // Times each candidate briefly with the backend's own timer and keeps the fastest. The timer
-  // matters: a pair of events around a few short launches measures the launch path, not the
-  // kernels (about 250 us per launch after an idle gap on the H200 VM, docs/perf), and picked a
-  // 3x slower fp32 algorithm at 1024^3; CUPTI's span measures the kernels. A candidate whose
-  // launch fails is passed over.
+  // Times each candidate briefly with the backend's own timer, one launch per timed region, and
+  // keeps the one with the smallest median. Both choices matter. A pair of events around a few
+  // short launches measures the launch path, not the kernels (about 250 us per launch after an
+  // idle gap on the H200 VM, docs/perf), and picked a 3x slower fp32 algorithm at 1024^3. A CUPTI
+  // span over many back-to-back launches of a 5 us kernel measures the launch rate (about 7 us per
+  // launch with CUPTI's API records), so every candidate looked alike. One launch per region is
+  // the kernel's own duration. A candidate whose launch fails is passed over.
   void choose_fastest() {
     const auto timer = m_dev.make_timer();
     m_selection_method = std::string(timer->method());
-    const auto time_candidate = [&](std::size_t index, int repetitions) -> double {
+    const auto time_candidate = [&](std::size_t index, int regions) -> double {
       if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) return -1;  // warm
-      timer->start();
-      for (int r = 0; r < repetitions; ++r)
-        if (launch_status(m_algorithms[index].algo) != CUBLAS_STATUS_SUCCESS) {
-          timer->stop();
-          (void)timer->elapsed_ns();
-          return -1;
-        }
-      timer->stop();
-      return timer->elapsed_ns() * 1e-6 / repetitions;
+      std::vector<double> ms;
+      for (int r = 0; r < regions; ++r) {
+        timer->start();
+        const cublasStatus_t status = launch_status(m_algorithms[index].algo);
+        timer->stop();
+        const double ns = timer->elapsed_ns();
+        if (status != CUBLAS_STATUS_SUCCESS) return -1;
+        ms.push_back(ns * 1e-6);
+      }
+      std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+      return ms[ms.size() / 2];
     };
     const double first_ms = time_candidate(0, 1);
     if (first_ms < 0)
       throw std::runtime_error(cat(cublaslt_version(), " failed to launch its first-ranked ", m_traits.name, " algorithm"));
-    // A trial costs about 2 ms of launches per candidate, and none at all past 50 ms a launch,
-    // where the heuristic's first choice is kept.
+    // A trial costs about 2 ms of kernels per candidate (3 to 15 regions), and none at all past
+    // 50 ms a launch, where the heuristic's first choice is kept.
     m_chosen = 0;
     m_tried = 1;
     if (first_ms > 50.0 || m_algorithms.size() == 1) return;
-    const int repetitions = static_cast<int>(std::clamp(2.0 / std::max(first_ms, 1e-3), 3.0, 200.0));
+    const int repetitions = static_cast<int>(std::clamp(2.0 / std::max(first_ms, 1e-3), 3.0, 15.0));
     double best_ms = std::numeric_limits<double>::infinity();
     m_tried = 0;
     for (std::size_t i = 0; i < m_algorithms.size(); ++i) {
