@@ -30,11 +30,6 @@ section stage-scope overhead
 "$bin/bench_recorder" --benchmark_min_time=0.2 2>&1 | tee -a "$log"
 section stage-scope overhead, CUPTI off
 ITERA_TIMER=cuda_events "$bin/bench_recorder" --benchmark_min_time=0.2 --benchmark_filter=cuda 2>&1 | tee -a "$log"
-for kinds in driver runtime; do
-  section "CUPTI API kinds: $kinds"
-  ITERA_CUPTI_API_KINDS=$kinds "$bin/itera_device_tests" --gtest_filter='stage_clock*:timer_fidelity*' 2>&1 | grep -E "OK|FAILED|PASSED|Failure|Expected|actual" | tee -a "$log"
-  ITERA_CUPTI_API_KINDS=$kinds "$bin/bench_recorder" --benchmark_min_time=0.2 --benchmark_filter=cuda 2>&1 | grep -E "^bm_" | tee -a "$log"
-done
 section itera run
 "$bin/itera" run --quiet --out "$out/run" >/dev/null 2>>"$log"; echo "itera run exit $?" | tee -a "$log"
 section summary
