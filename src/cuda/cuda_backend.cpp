@@ -1,3 +1,4 @@
+#include <dlfcn.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -226,6 +227,11 @@ backend_availability cuda_availability() {
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
     a.reason = cudaGetErrorString(status);
+    // Without a driver the runtime says "driver version is insufficient": say what is missing.
+    if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL); driver == nullptr)
+      a.reason = "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded); the runtime says: " + a.reason;
+    else
+      dlclose(driver);
     return a;
   }
   if (count == 0) {
