@@ -25,8 +25,8 @@ itera_install_missing() {
 
 itera_build() {
   # A CUDA toolkit, when present, adds the cuda backend; ITERA_CUDA_ARCHS narrows the architectures.
-  local args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
-  [ -n "${ITERA_CUDA_ARCHS:-}" ] && args+=("-DITERA_CUDA_ARCHS=$ITERA_CUDA_ARCHS")
+  # Always passed: the value is cached, and a quick narrow build must not stick to later ones.
+  local args=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DITERA_CUDA_ARCHS=${ITERA_CUDA_ARCHS:-80;89;90a}")
   cmake -S "$ITERA_ROOT" -B "$ITERA_BUILD_DIR" "${args[@]}" >&2
   cmake --build "$ITERA_BUILD_DIR" --parallel "$(nproc)" >&2
 }

@@ -28,10 +28,14 @@ command_fn add_bench(CLI::App& app, const std::string& command_line) {
   cmd->add_flag("--no-ceilings", o->no_ceilings, "skip measuring the ceilings (no utilisation figures)");
   add_run_options(*cmd, o->run);
   return [o, command_line]() {
+    validate(o->run);
     const auto& w = builtin_workloads().get(o->workload);
     axis_overrides overrides;
     for (const auto& a : o->axes) overrides.push_back(split_axis_flag(a));
     const auto cases = expand_cases(w, overrides);  // bad axes fail before any device work
+    if (o->out == "-")
+      throw usage_error("--out - would mix JSON lines into the rendered results on stdout; name a file, or use "
+                        "--format json for JSON on stdout");
 
     auto dev = open_backend(o->backend.empty() ? default_backend_name() : o->backend);
     std::unique_ptr<result_stream> out;

@@ -27,6 +27,7 @@ command_fn add_run(CLI::App& app, const std::string& command_line) {
   add_run_options(*cmd, o->run);
   return [o, command_line]() {
     namespace fs = std::filesystem;
+    validate(o->run);
     fs::path dir = o->out;
     if (dir.empty()) {
       const std::time_t now = std::time(nullptr);
@@ -47,12 +48,15 @@ command_fn add_run(CLI::App& app, const std::string& command_line) {
     auto dev = open_backend(o->backend.empty() ? default_backend_name() : o->backend);
     progress::log(fmt::format("itera: running the default suite on {} ({}) into {}", dev->device_name(), dev->name(),
                               dir.string()));
-    {
-      std::ofstream env_out(dir / "env.json");
-      ojson env = environment(dev.get());
-      env["formats"] = formats_table(dev.get());
-      env_out << env.dump(2) << '\n';
-    }
+    const auto write_file = [](const fs::path& path, const auto& render) {
+      std::ofstream file(path);
+      render(file);
+      file.flush();
+      if (!file) throw std::runtime_error(fmt::format("writing '{}' failed (disk full?)", path.string()));
+    };
+    ojson env = environment(dev.get());
+    env["formats"] = formats_table(dev.get());
+    write_file(dir / "env.json", [&](std::ostream& out) { out << env.dump(2) << '\n'; });
     result_stream out(results.string());
     out.write(make_context(*dev, command_line));
     runner r(*dev, o->run, &out);
@@ -60,10 +64,7 @@ command_fn add_run(CLI::App& app, const std::string& command_line) {
 
     // The summary is rendered from the file just written: what the folder holds is what was shown.
     const auto set = read_results(results.string());
-    {
-      std::ofstream md(dir / "summary.md");
-      write_markdown(md, {set});
-    }
+    write_file(dir / "summary.md", [&](std::ostream& out) { write_markdown(out, {set}); });
     write_markdown(std::cout, {set});
     progress::log(fmt::format("itera: {} cases, {} failed; results in {}", summary.records.size(), summary.failed,
                               dir.string()));

@@ -1,6 +1,7 @@
 // itera: measure what a GPU application really does. Subcommands live one per file beside this.
 #include <cstdio>
 #include <exception>
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -39,8 +40,16 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (auto& [sub, fn] : commands)
-      if (sub->parsed()) return fn();
+    for (auto& [sub, fn] : commands) {
+      if (!sub->parsed()) continue;
+      const int code = fn();
+      std::cout.flush();
+      if (!std::cout) {
+        std::fprintf(stderr, "itera: error: writing to standard output failed (disk full or closed pipe?)\n");
+        return static_cast<int>(exit_code::internal_error);
+      }
+      return code;
+    }
     return static_cast<int>(exit_code::usage);
   } catch (const itera::usage_error& e) {
     std::fprintf(stderr, "itera: error: %s\n", e.what());

@@ -191,7 +191,19 @@ comparison compare_results(const result_set& a, const result_set& b, const std::
   const case_match m = match_cases(a, b);
   for (const auto* r : m.only_a) c.only_in_a.push_back(case_label(*r));
   for (const auto* r : m.only_b) c.only_in_b.push_back(case_label(*r));
+  // The set of cases (workloads and shapes) is recipe: runs of different shapes are not compared
+  // unless --allow cases says so.
+  if (!m.only_a.empty() || !m.only_b.empty())
+    d.add("cases", fmt::format("{} case(s) B lacks", m.only_a.size()), fmt::format("{} case(s) A lacks", m.only_b.size()),
+          false);
   for (const auto& [ra, rb] : m.pairs) {
+    // A case that did not run on one side (a format that card lacks, a size that does not fit)
+    // recorded no fields there: nothing to compare, and it is listed under not_compared. Hardware
+    // differences are allowed, and this is one of their consequences.
+    if (ra->status != case_status::ok || rb->status != case_status::ok) continue;
+    // The timing method is recipe: CUPTI spans and CUDA events differ by microseconds per sample.
+    d.add(fmt::format("case[{}].device_time_method", case_label(*ra)), ra->device_time_method, rb->device_time_method,
+          false);
     std::set<std::string> names;
     for (const auto& [k, v] : ra->fields) names.insert(k);
     for (const auto& [k, v] : rb->fields) names.insert(k);

@@ -1,6 +1,7 @@
 #include "itera/core/result.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -252,6 +253,10 @@ case_record case_from_json(const ojson& j) {
 }
 
 result_set read_results(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw input_error(fmt::format("'{}' is a folder; give the results file in it (for `itera run`: {}/results.jsonl)",
+                                  path, path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(fmt::format("cannot read results file '{}': no such file or not readable", path));
   result_set set;
@@ -262,13 +267,15 @@ result_set read_results(const std::string& path) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.empty()) continue;
-    const bool last_line = in.peek() == std::char_traits<char>::eof();
+    // Every complete record ends with a newline; getline stops at end of file without one only
+    // when the writer was killed mid-line.
+    const bool cut_short = in.eof();
     ojson j;
     try {
       j = ojson::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       // A run killed while writing leaves at most its last line cut short: keep what came before.
-      if (last_line && have_context && !in.bad() && line.back() != '}') {
+      if (cut_short && have_context && !in.bad()) {
         set.truncated = true;
         break;
       }
@@ -309,6 +316,9 @@ result_stream::result_stream(const std::string& path) : m_path(path) {
     m_out = &std::cout;
     return;
   }
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec))
+    throw usage_error(fmt::format("'{}' already exists; choose another file so earlier results are kept", path));
   m_file = std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc);
   if (!*m_file) throw usage_error(fmt::format("cannot write results to '{}': check that the folder exists and is writable", path));
   m_out = m_file.get();
@@ -323,6 +333,7 @@ void result_stream::write(const case_record& r) { write_line(to_json(r)); }
 void result_stream::write_line(const ojson& j) {
   *m_out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   m_out->flush();
+  if (!*m_out) throw std::runtime_error(fmt::format("writing results to '{}' failed (disk full?)", m_path));
 }
 
 }  // namespace itera

@@ -88,8 +88,9 @@ void case_state::exec(const std::function<void()>& launch) {
     const std::int64_t t0 = host_now_ns();
     launch();
     timer.stop();
-    const double device_ns = timer.elapsed_ns();  // waits for the work: R2
+    timer.wait();  // R2: the work has finished before either clock is read
     const std::int64_t t1 = host_now_ns();
+    const double device_ns = timer.elapsed_ns();
     m_record.host_ns.push_back(static_cast<double>(t1 - t0));
     m_record.device_ns.push_back(device_ns);
     measured_s += static_cast<double>(t1 - t0) * 1e-9;
@@ -125,12 +126,24 @@ void progress::log(const std::string& line) {
 // ---------------------------------------------------------------------------------------------
 // runner
 
+void validate(const run_options& o) {
+  if (o.stop.min_samples > o.stop.max_samples)
+    throw usage_error(fmt::format("--min-samples {} is above --max-samples {}", o.stop.min_samples, o.stop.max_samples));
+  if (o.stop.min_time_s > o.stop.max_time_s)
+    throw usage_error(fmt::format("--min-time {} s is above --max-time {} s", o.stop.min_time_s, o.stop.max_time_s));
+  if (!(o.stop.noise_target > 0)) throw usage_error("--noise must be a positive fraction, such as 0.005");
+  if (o.stop.max_samples == 0 || !(o.stop.max_time_s > 0))
+    throw usage_error("--max-samples and --max-time must be positive");
+}
+
 runner::runner(backend& dev, run_options options, result_stream* out)
     : m_backend(dev),
       m_options(options),
       m_out(out),
       m_monitor(dev.name() == "cuda" ? make_nvml_monitor(dev.device_index()) : nullptr),
-      m_progress(!options.quiet) {}
+      m_progress(!options.quiet) {
+  validate(m_options);
+}
 
 void runner::add_ceiling(const ceiling& c) {
   m_ceilings[c.key] = c;
@@ -144,7 +157,8 @@ std::vector<case_record> runner::run(const workload_decl& w, const std::vector<a
   for (std::size_t i = 0; i < cases.size(); ++i) {
     case_record probe;
     probe.axes = cases[i];
-    m_progress.update(fmt::format("[{}/{}] {} {}", i + 1, cases.size(), w.name, probe.axes_key()));
+    m_progress.update(fmt::format("[{}/{}] {}{} {}", i + 1, cases.size(), role == "case" ? "" : role + " ", w.name,
+                                  probe.axes_key()));
     records.push_back(run_one(w, cases[i], role));
   }
   m_progress.done();

@@ -55,8 +55,8 @@ std::int64_t parse_integer(const axis_decl& axis, std::string_view text) {
   else
     throw usage_error(fmt::format("axis {}: unknown suffix '{}' in '{}'; use k, M, G (x1000) or Ki, Mi, Gi (x1024)",
                                   axis.name, suffix, text));
-  if (value > std::numeric_limits<std::int64_t>::max() / scale)
-    throw usage_error(fmt::format("axis {}: '{}' is too large", axis.name, text));
+  if (value > std::numeric_limits<std::int64_t>::max() / scale || value < std::numeric_limits<std::int64_t>::min() / scale)
+    throw usage_error(fmt::format("axis {}: '{}' is out of range", axis.name, text));
   value *= scale;
   if (value < axis.min_value || value > axis.max_value)
     throw usage_error(fmt::format("axis {}: {} is out of range; accepted {} to {}", axis.name, value, axis.min_value,
@@ -144,7 +144,16 @@ std::vector<axis_values> expand_cases(const workload_decl& w, const axis_overrid
     }
     values[static_cast<std::size_t>(it - w.axes.begin())] = parse_axis_values(*it, spec);
   }
-  // Cartesian product, first axis outermost (llama-bench order).
+  // Cartesian product, first axis outermost (llama-bench order). Counted before it is built, so a
+  // typo like M=1-4096 N=1-4096 is a usage error, not an exhausted memory.
+  constexpr std::size_t max_cases = 100000;
+  std::size_t product = 1;
+  for (const auto& v : values) {
+    product *= v.size();
+    if (product > max_cases)
+      throw usage_error(fmt::format("workload {}: the axes give more than {} cases; narrow a list or a range", w.name,
+                                    max_cases));
+  }
   std::vector<axis_values> cases{axis_values{}};
   for (std::size_t a = 0; a < w.axes.size(); ++a) {
     std::vector<axis_values> next;

@@ -20,6 +20,7 @@ class host_clock_timer final : public device_timer {
  public:
   void start() override { m_begin = host_now_ns(); }
   void stop() override { m_end = host_now_ns(); }
+  void wait() override {}  // the work was synchronous
   double elapsed_ns() override { return static_cast<double>(m_end - m_begin); }
   std::string_view method() const override { return "host_clock"; }
 

@@ -470,6 +470,11 @@ void cupti_timer::stop() {
   if (!m_open) throw std::logic_error("cupti_timer: stop() without start()");
 }
 
+void cupti_timer::wait() {
+  if (!m_open) throw std::logic_error("cupti_timer: wait() without start()");
+  ITERA_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+}
+
 double cupti_timer::elapsed_ns() {
   if (!m_open) throw std::logic_error("cupti_timer: elapsed_ns() without start()");
   ITERA_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // R2: the work has finished

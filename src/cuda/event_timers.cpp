@@ -32,6 +32,8 @@ void cuda_event_timer::start() { ITERA_CUDA_CHECK(cudaEventRecord(m_start, m_str
 
 void cuda_event_timer::stop() { ITERA_CUDA_CHECK(cudaEventRecord(m_stop, m_stream)); }
 
+void cuda_event_timer::wait() { ITERA_CUDA_CHECK(cudaEventSynchronize(m_stop)); }
+
 double cuda_event_timer::elapsed_ns() {
   ITERA_CUDA_CHECK(cudaEventSynchronize(m_stop));  // R2: read only once the work has finished
   float ms = 0;

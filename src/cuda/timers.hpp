@@ -26,6 +26,7 @@ class cuda_event_timer final : public device_timer {
 
   void start() override;
   void stop() override;
+  void wait() override;
   double elapsed_ns() override;
   std::string_view method() const override { return m_method; }
 
@@ -49,6 +50,7 @@ class cupti_timer final : public device_timer {
 
   void start() override;
   void stop() override;
+  void wait() override;
   double elapsed_ns() override;
   std::string_view method() const override { return "cupti_activity_span"; }
 

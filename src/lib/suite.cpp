@@ -41,14 +41,17 @@ void measure_ceilings(runner& r, const std::vector<std::string>& gemm_formats) {
       {{"direction", "h2d"}, {"memory", "pinned"}, {"bytes", copy_bytes}},
       {{"direction", "d2h"}, {"memory", "pinned"}, {"bytes", copy_bytes}},
   };
+  std::vector<axis_values> copy_cases;
   for (const auto& o : copies)
-    for (const auto& c : expand_cases(transfer, o)) r.run_one(transfer, c, "ceiling");
+    for (auto& c : expand_cases(transfer, o)) copy_cases.push_back(std::move(c));
+  r.run(transfer, copy_cases, "ceiling");
 
   const auto& gemm = workloads.get("gemm");
   const std::string n = cpu ? "512" : "8192";
+  std::vector<axis_values> gemm_cases;
   for (const auto& f : gemm_formats)
-    for (const auto& c : expand_cases(gemm, {{"M", n}, {"N", n}, {"K", n}, {"format", f}}))
-      r.run_one(gemm, c, "ceiling");
+    for (auto& c : expand_cases(gemm, {{"M", n}, {"N", n}, {"K", n}, {"format", f}})) gemm_cases.push_back(std::move(c));
+  if (!gemm_cases.empty()) r.run(gemm, gemm_cases, "ceiling");
 }
 
 namespace {

@@ -59,6 +59,13 @@ contains "$tmp/err" "axis M" "malformed value"
 expect 2 "axis without =" -- "$itera" bench gemm "${tiny[@]}" --axis M
 expect 2 "d2d from pageable" -- "$itera" bench transfer "${tiny[@]}" --axis direction=d2d --axis memory=pageable
 contains "$tmp/err" "memory=device" "d2d from pageable"
+expect 2 "too many cases" -- "$itera" bench gemm "${tiny[@]}" --axis M=1-4096 --axis N=1-4096
+contains "$tmp/err" "more than" "too many cases"
+expect 2 "contradictory stopping rule" -- "$itera" bench gemm "${tiny[@]}" --min-samples 50 --max-samples 10
+contains "$tmp/err" "min-samples" "contradictory stopping rule"
+expect 2 "bench never overwrites results" -- "$itera" bench gemm "${tiny[@]}" --axis M=8 --out "$tmp/gemm.jsonl"
+contains "$tmp/err" "already exists" "bench never overwrites results"
+expect 2 "bench --out -" -- "$itera" bench gemm "${tiny[@]}" --axis M=8 --out -
 expect 2 "unknown backend" -- "$itera" bench gemm --backend tpu
 expect 2 "no subcommand" -- "$itera"
 
@@ -78,7 +85,13 @@ contains "$tmp/err" "foreign.jsonl" "foreign file"
 expect 5 "missing file" -- "$itera" report "$tmp/none.jsonl"
 : > "$tmp/empty.jsonl"
 expect 5 "empty file" -- "$itera" report "$tmp/empty.jsonl"
-head -c -40 "$tmp/gemm.jsonl" > "$tmp/cut.jsonl"
+# a kill can land anywhere in the last line, also right after a nested object's closing brace
+python3 - "$tmp/gemm.jsonl" "$tmp/cut.jsonl" <<'PY'
+import sys
+data = open(sys.argv[1]).read()
+last = data.rstrip("\n").rfind("\n") + 1
+open(sys.argv[2], "w").write(data[:data.index("}", last) + 1])
+PY
 expect 0 "truncated file keeps finished cases" -- "$itera" report "$tmp/cut.jsonl"
 contains "$tmp/err" "cut-short" "truncated file"
 
@@ -88,6 +101,11 @@ sed 's/"precision.output":"fp32"/"precision.output":"fp16"/' "$tmp/gemm.jsonl" >
 expect 3 "compare refused" -- "$itera" compare "$tmp/gemm.jsonl" "$tmp/gemm_fp16.jsonl"
 contains "$tmp/out" "precision.output" "compare refused lists the field"
 expect 0 "compare allowed" -- "$itera" compare "$tmp/gemm.jsonl" "$tmp/gemm_fp16.jsonl" --allow 'case*'
+expect 3 "compare of other shapes refused" -- "$itera" compare "$tmp/gemm.jsonl" "$tmp/transfer.jsonl"
+contains "$tmp/out" "cases" "compare of other shapes lists the case set"
+expect 0 "compare of other shapes allowed" -- "$itera" compare "$tmp/gemm.jsonl" "$tmp/transfer.jsonl" --allow cases
+expect 5 "report a folder" -- "$itera" report "$tmp"
+contains "$tmp/err" "is a folder" "report a folder"
 
 # run: the default suite into a folder; refuses to overwrite
 expect 0 "run" -- "$itera" run "${tiny[@]}" --out "$tmp/run"

@@ -140,9 +140,9 @@ TEST(CompareGate, CasesNotOkOnBothSidesAreListedAsNotCompared) {
   EXPECT_EQ(c.not_compared, (std::vector<std::string>{"gemm M=4096 N=4096 K=4096 format=bf16: A skipped, B ok",
                                                        "gemm M=4096 N=4096 K=4096 format=fp32: A ok, B failed",
                                                        "gemm M=4096 N=4096 K=4096 format=bf16 [ceiling]: A failed, B failed"}));
-  // A case on one side only is listed there, not here.
+  // A case on one side only (allowed with --allow cases) is listed there, not here.
   b.cases.erase(b.cases.begin());
-  EXPECT_EQ(compare_results(a, b, {}).not_compared.size(), 2u);
+  EXPECT_EQ(compare_results(a, b, {"cases"}).not_compared.size(), 2u);
   // A refused comparison compares nothing, so lists nothing here either.
   b.context.software["cublaslt"] = "12.9.1";
   EXPECT_TRUE(compare_results(a, b, {}).not_compared.empty());
@@ -281,19 +281,24 @@ TEST(CompareGate, WorkloadVersionRefuses) {
   EXPECT_EQ(diff(c, "workload.gemm.version").b, "3");
 }
 
-TEST(CompareGate, CasesOnOneSideAreReportedNotRefused) {
+// The set of cases (shapes) is recipe: runs of other shapes refuse unless --allow cases.
+TEST(CompareGate, CasesOnOneSideRefuseUnlessAllowed) {
   const result_set a = h200_run();
   result_set b = h200_run();
   b.cases.erase(b.cases.begin());                     // bf16 only in A
   b.cases.push_back(gemm("fp8_e4m3", 60e3, 1e3));     // fp8 only in B
-  const comparison c = compare_results(a, b, {});
+  const comparison refused = compare_results(a, b, {});
+  EXPECT_TRUE(refused.refused);
+  EXPECT_EQ(refused.refused_fields, std::vector<std::string>{"cases"});
+  EXPECT_TRUE(refused.cases.empty());
+  const comparison c = compare_results(a, b, {"cases"});
   EXPECT_FALSE(c.refused);
   EXPECT_EQ(c.only_in_a, std::vector<std::string>{"gemm M=4096 N=4096 K=4096 format=bf16"});
   EXPECT_EQ(c.only_in_b, std::vector<std::string>{"gemm M=4096 N=4096 K=4096 format=fp8_e4m3"});
   EXPECT_EQ(c.cases.size(), 2u);
 }
 
-TEST(CompareGate, AWorkloadOnOneSideIsReportedNotRefused) {
+TEST(CompareGate, AWorkloadOnOneSideRefusesUnlessAllowed) {
   const result_set a = h200_run();
   result_set b = h200_run();
   case_record t;
@@ -302,7 +307,8 @@ TEST(CompareGate, AWorkloadOnOneSideIsReportedNotRefused) {
   t.axes = {{"direction", "h2d"}};
   t.device_stats = timed(1e6, 0.99e6, 1.01e6);
   b.cases.push_back(t);
-  const comparison c = compare_results(a, b, {});
+  EXPECT_TRUE(compare_results(a, b, {}).refused);
+  const comparison c = compare_results(a, b, {"cases"});
   EXPECT_FALSE(c.refused);
   EXPECT_EQ(c.only_in_b, std::vector<std::string>{"transfer direction=h2d"});
 }
@@ -313,7 +319,7 @@ TEST(CompareGate, CeilingCasesMatchOnlyCeilingCases) {
   case_record ce = gemm("bf16", 100e3, 1e3);
   ce.role = "ceiling";
   a.cases.push_back(ce);
-  const comparison c = compare_results(a, b, {});
+  const comparison c = compare_results(a, b, {"cases"});
   EXPECT_EQ(c.only_in_a, std::vector<std::string>{"gemm M=4096 N=4096 K=4096 format=bf16 [ceiling]"});
   EXPECT_EQ(c.cases.size(), 3u);
 }
@@ -335,6 +341,35 @@ TEST(CompareGate, EveryRefusingFieldIsListed) {
                           "or name each field with --allow FIELD to compare anyway."),
             std::string::npos)
       << md.str();
+}
+
+}  // namespace
+}  // namespace itera
+
+namespace itera {
+namespace {
+
+// CUPTI spans and CUDA events differ by microseconds per sample: the timing method is recipe.
+TEST(CompareGate, TimingMethodIsRecipe) {
+  const result_set a = h200_run();
+  result_set b = h200_run();
+  for (auto& r : b.cases) r.device_time_method = "cuda_events";
+  const comparison c = compare_results(a, b, {});
+  EXPECT_TRUE(c.refused);
+  ASSERT_FALSE(c.refused_fields.empty());
+  EXPECT_NE(c.refused_fields[0].find(".device_time_method"), std::string::npos) << c.refused_fields[0];
+}
+
+// A case one card could not run (fp8 on an A100) recorded no fields: allowed, listed as not compared.
+TEST(CompareGate, ACaseSkippedOnOneCardDoesNotRefuse) {
+  const result_set a = h200_run();
+  result_set b = h200_run();
+  b.context.device["name"] = "NVIDIA A100-SXM4-80GB";
+  b.cases[0].status = case_status::skipped;
+  b.cases[0].fields.clear();
+  const comparison c = compare_results(a, b, {});
+  EXPECT_FALSE(c.refused) << (c.refused_fields.empty() ? "" : c.refused_fields[0]);
+  EXPECT_EQ(c.not_compared.size(), 1u);
 }
 
 }  // namespace

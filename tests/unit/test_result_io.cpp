@@ -165,6 +165,40 @@ TEST_F(ResultIo, KeepsTheCasesBeforeALastLineCutShort) {
   EXPECT_EQ(s.cases[1].axes_key(), "M=128 N=64 K=32 format=fp32");
 }
 
+// A kill can land anywhere in a long line, also just after a nested object's closing brace.
+TEST_F(ResultIo, KeepsTheCasesWhenTheCutLandsOnABrace) {
+  {
+    result_stream out(path("brace.jsonl"));
+    out.write(sample_context());
+    out.write(sample_case("64"));
+  }
+  const std::string line = to_json(sample_case("128")).dump();
+  const auto brace = line.find('}');
+  ASSERT_NE(brace, std::string::npos);
+  std::ofstream(path("brace.jsonl"), std::ios::binary | std::ios::app) << line.substr(0, brace + 1);
+  const result_set s = read_results(path("brace.jsonl"));
+  EXPECT_TRUE(s.truncated);
+  EXPECT_EQ(s.cases.size(), 1u);
+}
+
+TEST_F(ResultIo, NeverOverwritesAResultsFile) {
+  write_text("kept.jsonl", "earlier results\n");
+  EXPECT_THROW(result_stream out(path("kept.jsonl")), usage_error);
+  std::ifstream in(path("kept.jsonl"));
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "earlier results");
+}
+
+TEST_F(ResultIo, AFolderIsNamedAsSuch) {
+  try {
+    read_results(m_dir.string());
+    FAIL() << "a folder was read";
+  } catch (const input_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a folder"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ResultIo, RejectsAMalformedLineInTheMiddle) {
   {
     result_stream out(path("bad.jsonl"));

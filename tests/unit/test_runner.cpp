@@ -126,6 +126,7 @@ TEST(Runner, UtilisationAgainstACeilingMeasuredInTheRun) {
 
 TEST(Runner, EveryFinishedCaseIsOnDiskBeforeTheNextStarts) {
   const auto path = std::filesystem::temp_directory_path() / "itera_runner_stream.jsonl";
+  std::filesystem::remove(path);  // a leftover from an interrupted run: result_stream refuses to overwrite
   std::size_t lines_seen_by_case3 = 0;
   auto w = toy([&](case_state& st) {
     if (st.get_int("n") == 3) {

@@ -10,24 +10,15 @@
 #include "itera/core/runner.hpp"
 #include "itera/cpu/cpu_backend.hpp"
 #include "workloads/gemm/gemm.hpp"
+#include "workloads/gemm/numeric.hpp"
 
 namespace itera::gemm {
 namespace {
 
 constexpr std::uint64_t seed_a = 0xA11CE, seed_b = 0xB0B;
 
-std::uint16_t to_bf16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  bits += 0x7FFF + ((bits >> 16) & 1);  // round to nearest even; inputs are finite
-  return static_cast<std::uint16_t>(bits >> 16);
-}
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+// Rounds to the nearest bf16 value, as the cuda side stores its inputs (numeric.hpp).
+float round_to_bf16(float f) { return numeric::bf16_to_float(numeric::float_to_bf16(f)); }
 
 }  // namespace
 
@@ -39,22 +30,28 @@ void run_cpu(case_state& state) {
   const bool bf16 = t.id == format::bf16;
 
   // Row-major A (M x K), B (K x N), D (M x N); values from the shared counter-based generator.
-  memory_tracker& mem = state.device().memory_tracking();
+  // The fp64 copies for the reference exist only when verifying.
   const std::size_t elem = 4;
-  host_buffer a(static_cast<std::size_t>(m * k) * elem, mem), b(static_cast<std::size_t>(k * n) * elem, mem);
-  host_buffer d(static_cast<std::size_t>(m * n) * 4, mem);
-  std::vector<double> a_values(static_cast<std::size_t>(m * k)), b_values(static_cast<std::size_t>(k * n));
-  for (std::int64_t i = 0; i < m * k; ++i) {
-    float v = random_value(seed_a, static_cast<std::uint64_t>(i));
-    if (bf16) v = from_bf16(to_bf16(v));
+  const auto mk = static_cast<std::size_t>(m * k), kn = static_cast<std::size_t>(k * n), mn = static_cast<std::size_t>(m * n);
+  const bool verify = state.options().verify;
+  const double needed = static_cast<double>((mk + kn + mn) * elem + (verify ? (mk + kn) * sizeof(double) : 0));
+  if (const auto mem = state.device().memory(); mem.free_bytes > 0 && needed > static_cast<double>(mem.free_bytes))
+    state.skip(fmt::format("does not fit: needs {:.2f} GiB of host memory, {:.2f} GiB available", needed / (1 << 30),
+                           static_cast<double>(mem.free_bytes) / (1 << 30)));
+  memory_tracker& mem = state.device().memory_tracking();
+  host_buffer a(mk * elem, mem), b(kn * elem, mem), d(mn * 4, mem);
+  std::vector<double> a_values(verify ? mk : 0), b_values(verify ? kn : 0);
+  for (std::size_t i = 0; i < mk; ++i) {
+    float v = random_value(seed_a, i);
+    if (bf16) v = round_to_bf16(v);
     a.as<float>()[i] = v;
-    a_values[static_cast<std::size_t>(i)] = v;
+    if (verify) a_values[i] = v;
   }
-  for (std::int64_t i = 0; i < k * n; ++i) {
-    float v = random_value(seed_b, static_cast<std::uint64_t>(i));
-    if (bf16) v = from_bf16(to_bf16(v));
+  for (std::size_t i = 0; i < kn; ++i) {
+    float v = random_value(seed_b, i);
+    if (bf16) v = round_to_bf16(v);
     b.as<float>()[i] = v;
-    b_values[static_cast<std::size_t>(i)] = v;
+    if (verify) b_values[i] = v;
   }
 
   const std::string input = bf16 ? "bf16 values in fp32 storage" : "fp32";
@@ -75,7 +72,7 @@ void run_cpu(case_state& state) {
                   static_cast<blasint>(n), 0.0f, d.as<float>(), static_cast<blasint>(n));
   };
 
-  if (state.options().verify) {
+  if (verify) {
     std::memset(d.data(), 0xFF, d.size());  // poison: NaN everywhere, so an unwritten element fails
     launch();
     const auto rows = sampled_rows(m, seed_a);

@@ -13,6 +13,9 @@ namespace itera::transfer {
 void run_cpu(case_state& state) {
   const auto direction = state.get_string("direction");
   const auto bytes = static_cast<std::size_t>(state.get_int("bytes"));
+  if (const auto free = state.device().memory().free_bytes; free > 0 && 2 * bytes > free)
+    state.skip(fmt::format("does not fit: needs {:.2f} GiB of host memory, {:.2f} GiB available",
+                           2.0 * static_cast<double>(bytes) / (1 << 30), static_cast<double>(free) / (1 << 30)));
   memory_tracker& mem = state.device().memory_tracking();
   host_buffer src(bytes, mem), dst(bytes, mem);
   // Touch every page of both buffers first so page faults are not timed; non-zero, varied bytes.

@@ -131,7 +131,9 @@ result_set read_results(const std::string& path);
 // Appends lines and flushes after each: the streaming writer used while a run goes on.
 class result_stream {
  public:
-  explicit result_stream(const std::string& path);  // "-" writes to stdout
+  // "-" writes to stdout. An existing file is refused (usage_error): results are never overwritten.
+  // A failed write throws std::runtime_error.
+  explicit result_stream(const std::string& path);
   ~result_stream();
   result_stream(const result_stream&) = delete;
   result_stream& operator=(const result_stream&) = delete;

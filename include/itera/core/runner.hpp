@@ -23,6 +23,10 @@ struct run_options {
   bool quiet = false;                // no progress line on stderr
 };
 
+// Throws usage_error for settings that contradict each other (--min-samples above --max-samples,
+// --min-time above --max-time, a noise target that is not positive).
+void validate(const run_options& options);
+
 // Watches clocks and throttle reasons while a case runs (NVML, loaded at run time).
 class throttle_monitor {
  public:

@@ -20,9 +20,12 @@ class device_timer {
   virtual ~device_timer() = default;
   virtual void start() = 0;
   virtual void stop() = 0;
+  // Blocks until the timed work has finished, and nothing more: the runner reads the host clock
+  // right after, so the timer's own bookkeeping (a CUPTI flush) stays out of host time.
+  virtual void wait() = 0;
   // Blocks until the timed work has finished. Returns the time of the timed region in ns.
   virtual double elapsed_ns() = 0;
-  // How the number was produced: "cupti_kernel_span", "cuda_events", "host_clock", ...
+  // How the number was produced: "cupti_activity_span", "cuda_events", "host_clock", ...
   virtual std::string_view method() const = 0;
 };
 

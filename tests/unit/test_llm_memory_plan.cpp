@@ -1,0 +1,112 @@
+// The llm memory plan (R5): its parts add up as documented, a case that cannot fit says so with
+// the numbers, and the largest batch or context it reports is the edge of what fits.
+#include <gtest/gtest.h>
+
+#include "itera/core/errors.hpp"
+#include "workloads/llm/memory_plan.hpp"
+
+namespace itera::llm {
+namespace {
+
+constexpr std::uint64_t gib = std::uint64_t{1} << 30;
+
+TEST(LlmMemoryPlan, TinyPartsByHand) {
+  memory_request r;
+  r.config = preset("tiny");
+  r.batch = 2;
+  r.context = 100;
+  r.workspace_bytes = 1 << 20;
+  const auto plan = plan_memory(r);
+  EXPECT_EQ(plan.bytes_of("weights"), 106'816u * 2);  // 2 x 16384 embedding/head + 2 x 36992 per layer + 64
+  EXPECT_EQ(plan.bytes_of("kv cache"), 256u * 2 * 100);  // 2 (K, V) x 2 layers x 32 x 2 bytes per token
+  // 200 rows (2 x 100-token prefill): residual + normed + ids + the MLP phase, the largest.
+  const std::uint64_t residual = 200 * 64 * 2, ids = 200 * 8 + 2 * 4;
+  const std::uint64_t mlp = 200 * 256 * 2 + 200 * 128 * 2;
+  EXPECT_EQ(plan.bytes_of("activations"), 2 * residual + ids + mlp);
+  EXPECT_EQ(plan.bytes_of("workspace"), 1u << 20);
+  EXPECT_EQ(plan.total_bytes(), 213'632u + 51'200u + 2 * residual + ids + mlp + (1u << 20));
+  ASSERT_EQ(plan.activations.size(), 5u);
+  EXPECT_EQ(plan.activations[3].name, "mlp gate+up");
+
+  // A shorter prefill chunk shrinks the activations, not the cache.
+  r.prefill_tokens = 10;
+  const auto chunked = plan_memory(r);
+  EXPECT_EQ(chunked.bytes_of("kv cache"), plan.bytes_of("kv cache"));
+  EXPECT_EQ(chunked.bytes_of("activations"), 2 * 20 * 64 * 2 + (20 * 8 + 8) + 20 * 256 * 2 + 20 * 128 * 2u);
+
+  // fp8 KV halves the cache; fp32 activations double the buffers.
+  r.kv = dtype::fp8_e4m3;
+  r.activations = dtype::fp32;
+  const auto other = plan_memory(r);
+  EXPECT_EQ(other.bytes_of("kv cache"), plan.bytes_of("kv cache") / 2);
+  EXPECT_EQ(other.bytes_of("activations"), 2 * (2 * 20 * 64 * 2 + 20 * 256 * 2 + 20 * 128 * 2u) + (20 * 8 + 8));
+}
+
+TEST(LlmMemoryPlan, DoesNotFitNamesTheNumbersLargestPartFirst) {
+  memory_request r;
+  r.config = preset("llama-3.1-8b");
+  r.context = 8192;
+  r.prefill_tokens = 512;
+  const auto plan = plan_memory(r);
+  EXPECT_EQ(plan.bytes_of("weights"), 16'060'522'496u);
+  EXPECT_EQ(plan.bytes_of("kv cache"), 1 * gib);  // 128 KiB per token x 8192
+  EXPECT_TRUE(plan.fits(80 * gib));
+  EXPECT_EQ(plan.does_not_fit(80 * gib), "");
+  EXPECT_FALSE(plan.fits(15 * gib));
+  EXPECT_EQ(plan.does_not_fit(15 * gib),
+            "does not fit: needs 16.07 GiB, 15.00 GiB free (weights 14.96 GiB, kv cache 1.00 GiB, workspace 0.06 GiB, "
+            "activations 0.05 GiB)");
+
+  r.batch = 64;
+  const auto big = plan_memory(r);
+  EXPECT_EQ(big.bytes_of("kv cache"), 64 * gib);
+  const auto message = big.does_not_fit(80 * gib);
+  EXPECT_EQ(message.rfind("does not fit: needs ", 0), 0u) << message;
+  EXPECT_LT(message.find("kv cache 64.00 GiB"), message.find("weights 14.96 GiB")) << message;
+}
+
+TEST(LlmMemoryPlan, LargestBatchAndContextAreTheEdge) {
+  memory_request r;
+  r.config = preset("llama-3.1-8b");
+  r.context = 4096;
+  r.prefill_tokens = 512;
+  const std::uint64_t free_bytes = 80 * gib;
+  const auto b = largest_batch(r, free_bytes);
+  EXPECT_GT(b, 100);  // ~65 GiB left at 0.5 GiB of cache per sequence
+  EXPECT_LT(b, 131);
+  r.batch = b;
+  EXPECT_TRUE(plan_memory(r).fits(free_bytes));
+  r.batch = b + 1;
+  EXPECT_FALSE(plan_memory(r).fits(free_bytes));
+
+  r.batch = 8;
+  const auto n = largest_context(r, free_bytes);
+  r.context = n;
+  EXPECT_TRUE(plan_memory(r).fits(free_bytes));
+  r.context = n + 1;
+  EXPECT_FALSE(plan_memory(r).fits(free_bytes));
+
+  EXPECT_EQ(largest_batch(r, 10 * gib), 0) << "the weights alone do not fit";
+  EXPECT_EQ(largest_context(r, 10 * gib), 0);
+
+  memory_request t;
+  t.config = preset("tiny");
+  t.context = 512;
+  EXPECT_EQ(largest_context(t, 1024 * gib), 512) << "capped at max_position";
+}
+
+TEST(LlmMemoryPlan, BadRequestsAreUsageErrors) {
+  memory_request r;
+  r.config = preset("tiny");
+  r.context = 16;
+  r.batch = 0;
+  EXPECT_THROW(plan_memory(r), usage_error);
+  r.batch = 1;
+  r.context = 513;
+  EXPECT_THROW(plan_memory(r), usage_error);
+  r.context = 0;
+  EXPECT_THROW(plan_memory(r), usage_error);
+}
+
+}  // namespace
+}  // namespace itera::llm

@@ -1,0 +1,126 @@
+#include "workloads/llm/memory_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "itera/core/errors.hpp"
+
+namespace itera::llm {
+namespace {
+
+std::uint64_t to_bytes(double bytes) { return static_cast<std::uint64_t>(std::llround(bytes)); }
+
+}  // namespace
+
+std::uint64_t memory_plan::total_bytes() const {
+  std::uint64_t sum = 0;
+  for (const auto& p : parts) sum += p.bytes;
+  return sum;
+}
+
+std::uint64_t memory_plan::bytes_of(std::string_view part) const {
+  for (const auto& p : parts)
+    if (p.name == part) return p.bytes;
+  return 0;
+}
+
+std::string format_gib(std::uint64_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / static_cast<double>(std::uint64_t{1} << 30));
+}
+
+std::string memory_plan::does_not_fit(std::uint64_t free_bytes) const {
+  if (fits(free_bytes)) return {};
+  auto sorted = parts;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  std::string detail;
+  for (const auto& p : sorted) detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", p.name, format_gib(p.bytes));
+  return fmt::format("does not fit: needs {}, {} free ({})", format_gib(total_bytes()), format_gib(free_bytes), detail);
+}
+
+memory_plan plan_memory(const memory_request& r) {
+  const model_config& c = r.config;
+  validate(c);
+  if (r.batch < 1) throw usage_error(fmt::format("memory plan: batch must be at least 1, got {}", r.batch));
+  if (r.context < 1 || r.context > c.max_position)
+    throw usage_error(fmt::format("memory plan: context {} is outside 1..{} (max_position of {})", r.context,
+                                  c.max_position, c.name));
+  const std::int64_t prefill = r.prefill_tokens > 0 ? std::min(r.prefill_tokens, r.context) : r.context;
+
+  const double a = bytes_per_element(r.activations);
+  const double rows = static_cast<double>(std::max(r.batch * prefill, r.batch));
+  const double hidden = static_cast<double>(c.hidden), qd = static_cast<double>(c.q_dim());
+  const double kvd = static_cast<double>(c.kv_dim()), inter = static_cast<double>(c.intermediate);
+
+  memory_plan plan;
+  const std::uint64_t residual = to_bytes(rows * hidden * a), normed = residual;
+  const std::uint64_t ids = to_bytes(rows * 4 * 2 + static_cast<double>(r.batch) * 4);  // token ids, positions, sampled ids
+  const std::uint64_t qkv = to_bytes(rows * (qd + 2 * kvd) * a), attn_out = to_bytes(rows * qd * a);
+  const std::uint64_t gate_up = to_bytes(rows * 2 * inter * a), mlp_act = to_bytes(rows * inter * a);
+  const std::uint64_t logits = to_bytes(static_cast<double>(r.batch) * static_cast<double>(c.vocab) * 4);
+  plan.activations = {{"residual", residual}, {"normed", normed}, {"token ids", ids}};
+  const std::uint64_t attention_phase = qkv + attn_out, mlp_phase = gate_up + mlp_act;
+  const std::uint64_t largest_phase = std::max({attention_phase, mlp_phase, logits});
+  if (largest_phase == mlp_phase) {
+    plan.activations.push_back({"mlp gate+up", gate_up});
+    plan.activations.push_back({"mlp activation", mlp_act});
+  } else if (largest_phase == attention_phase) {
+    plan.activations.push_back({"qkv", qkv});
+    plan.activations.push_back({"attention output", attn_out});
+  } else {
+    plan.activations.push_back({"logits", logits});
+  }
+  std::uint64_t activation_bytes = 0;
+  for (const auto& p : plan.activations) activation_bytes += p.bytes;
+
+  const double kv_tokens = static_cast<double>(r.batch) * static_cast<double>(r.context);
+  plan.parts = {
+      {"weights", to_bytes(weight_bytes(c, r.weights))},
+      {"kv cache", to_bytes(kv_bytes_per_token(c, r.kv) * kv_tokens)},
+      {"activations", activation_bytes},
+      {"workspace", r.workspace_bytes},
+  };
+  return plan;
+}
+
+namespace {
+
+// The largest value in [1, limit] for which fits(value) holds, fits being monotone; 0 if none.
+template <class Fits>
+std::int64_t largest_fitting(std::int64_t limit, Fits fits) {
+  if (limit < 1 || !fits(1)) return 0;
+  std::int64_t good = 1, bad = limit + 1;  // fits(good) holds; fits(bad) does not, or bad is past the limit
+  while (good < limit) {  // doubling finds the bracket in log steps
+    const std::int64_t probe = good > limit / 2 ? limit : good * 2;
+    if (!fits(probe)) {
+      bad = probe;
+      break;
+    }
+    good = probe;
+  }
+  while (bad - good > 1) {
+    const std::int64_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return good;
+}
+
+}  // namespace
+
+std::int64_t largest_batch(memory_request r, std::uint64_t free_bytes) {
+  // A batch past 2^31 sequences is not a plan anyone runs; it also bounds the search.
+  return largest_fitting(std::int64_t{1} << 31, [&](std::int64_t b) {
+    r.batch = b;
+    return plan_memory(r).fits(free_bytes);
+  });
+}
+
+std::int64_t largest_context(memory_request r, std::uint64_t free_bytes) {
+  return largest_fitting(r.config.max_position, [&](std::int64_t n) {
+    r.context = n;
+    return plan_memory(r).fits(free_bytes);
+  });
+}
+
+}  // namespace itera::llm
