@@ -124,7 +124,9 @@ std::string version_of(const ojson& libraries, const char* name) {
   return not_found;
 }
 
-std::string openblas_version() {
+}  // namespace
+
+std::string blas_version() {
   // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... Cooperlake ...": the first two words are the
   // version; the rest names the core it detected, which is hardware, not recipe.
   const char* config = openblas_get_config();
@@ -135,7 +137,6 @@ std::string openblas_version() {
   return version.empty() ? product : product + " " + version;
 }
 
-}  // namespace
 
 ojson environment(backend* dev) {
   ojson out;
@@ -200,7 +201,7 @@ ojson device_fingerprint(backend& dev) {
 ojson software_fingerprint(backend& dev) {
   ojson out;
   if (dev.name() != "cuda") {
-    out["openblas"] = openblas_version();
+    out["openblas"] = blas_version();
     out["compiler"] = this_build().compiler;
     return out;
   }

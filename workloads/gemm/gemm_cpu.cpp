@@ -9,6 +9,7 @@
 
 #include "itera/core/runner.hpp"
 #include "itera/cpu/cpu_backend.hpp"
+#include "itera/env/fingerprint.hpp"
 #include "workloads/gemm/gemm.hpp"
 #include "workloads/gemm/numeric.hpp"
 
@@ -60,11 +61,7 @@ void run_cpu(case_state& state) {
   state.set_field("precision.output", "fp32");
   state.set_field("precision.compute", "fp32 (OpenBLAS sgemm)");
   state.set_field("precision.accumulate", "fp32");
-  // OPENBLAS_VERSION reads " OpenBLAS 0.3.21 ": keep the words, not the padding.
-  std::string library = OPENBLAS_VERSION;
-  library.erase(0, library.find_first_not_of(' '));
-  library.erase(library.find_last_not_of(' ') + 1);
-  state.set_field("library", library);
+  state.set_field("library", blas_version());
 
   const auto launch = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),

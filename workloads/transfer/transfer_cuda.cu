@@ -70,15 +70,9 @@ void fill_pattern_device(const device_buffer& buf, cudaStream_t stream, int mult
 
 // Host memory the kernel would give a new allocation now (MemAvailable), when /proc says.
 std::optional<std::uint64_t> host_memory_available() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib) {
-    std::getline(meminfo, unit);
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return std::nullopt;
+  const ojson host = host_fingerprint();
+  if (!host.contains("memory_available_bytes")) return std::nullopt;
+  return host.at("memory_available_bytes").get<std::uint64_t>();
 }
 
 // The PCIe link's theoretical rate per direction for this device, from NVML's maximum generation

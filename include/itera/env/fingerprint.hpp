@@ -33,6 +33,9 @@ ojson environment(backend* dev);
 // catalogue match (exact variant) under "variant".
 ojson device_fingerprint(backend& dev);
 
+// "OpenBLAS 0.3.21": the BLAS the cpu backend runs, read from the library loaded at run time.
+std::string blas_version();
+
 // The software group (part of the recipe): driver, CUDA driver/runtime, cuBLASLt, NCCL.
 ojson software_fingerprint(backend& dev);
 
