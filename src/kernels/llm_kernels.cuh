@@ -1,0 +1,64 @@
+#pragma once
+// Kernels of the llm cuda engine (workloads/llm/llm_cuda.cu): everything but the matrix products,
+// which run in cuBLASLt. Activations are row-major [rows x width]; the residual stream is fp32,
+// everything else bf16; arithmetic is fp32. Each launcher checks its launch and throws on error.
+//
+// Rows and positions. A forward pass runs T = sequences x rows_per_seq rows, row t belonging to
+// sequence t / rows_per_seq at position start[seq] + t % rows_per_seq, where start (device int32,
+// one per sequence) is the number of tokens the sequence held before the pass. Positions are read
+// on the device, so a decode step's launches do not change from step to step (CUDA-graph ready).
+//
+// KV cache of one layer: K and V each [sequence][kv_head][max_context][head_dim] bf16.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace itera::kernels::llm {
+
+using bf16 = __nv_bfloat16;
+
+// out[i] = bf16(init_value(kind, seed, i)) for i < count: the weights' deterministic init
+// (workloads/llm/weights.hpp), rounded to nearest even as the host's round_to_storage does.
+void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream);
+
+// x[t][:] = table[tokens[t]][:] widened to fp32 (ids clamped into the vocabulary).
+void embed(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t rows, std::int64_t hidden,
+           std::int64_t vocab, cudaStream_t stream);
+
+// out[r] = bf16(weight * x[in_row] / sqrt(mean(x[in_row]^2) + eps)), in_row = r * in_stride + in_offset.
+void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const bf16* weight, bf16* out,
+              std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream);
+
+struct attention_shape {
+  std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  std::int64_t max_context = 0;
+  std::int64_t rows_per_seq = 1;
+};
+
+// qkv: [T][q_dim + 2 kv_dim] as the fused projection wrote it (q | k | v). Adds the bias (when not
+// null), rotates q and k (rotate_half, angle = float(position) * inv_freq[i]), writes q back in
+// place and k, v into the layer's cache at each row's position.
+void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
+                     std::int64_t rows, const attention_shape& s, bf16* k_cache, bf16* v_cache, cudaStream_t stream);
+
+// out[t][head] = softmax(q K^T * scale) V over cache positions 0..position(t) of t's sequence,
+// query head h reading kv head h / (heads / kv_heads). Reads q from qkv (row stride
+// q_dim + 2 kv_dim). One block per (row, head), the scores in shared memory (max_context floats).
+void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
+               std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
+// The dynamic shared memory attention needs, and whether the device allows it (sets the kernel's
+// attribute when above the default 48 KiB). Throws when max_context is too long for this kernel.
+void prepare_attention(const attention_shape& s);
+
+// act[t][i] = bf16(silu(gu[t][i]) * gu[t][inter + i]).
+void swiglu(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream);
+
+// out[r] = first index of the largest value of logits row r * in_stride + in_offset.
+void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
+            std::int32_t* out, cudaStream_t stream);
+
+// length[i] += by for i < count.
+void advance(std::int32_t* length, std::int64_t count, std::int32_t by, cudaStream_t stream);
+
+}  // namespace itera::kernels::llm

@@ -1,0 +1,244 @@
+// The llm cuda engine against the cpu reference (the oracle) on the tiny preset, and a first
+// timing of the decode step at the llama-3.1-8b shape (printed, not a gate yet).
+//
+// Tolerance. Both sides multiply the same bf16 weights with fp32 accumulation; the engine also
+// rounds its activations to bf16 (norm outputs, q/k/v, the cache, attention output, the SwiGLU
+// product): each rounding adds a relative error of at most 2^-9 (0.2%), about 0.1% rms. Some six
+// roundings per layer over two layers plus the final norm, independent, give about 0.4% rms on the
+// logits, so the normalised error ||gpu - ref|| / ||ref|| should land near 5e-3; 2e-2 leaves a
+// factor of four for correlated errors while an indexing or layout bug gives errors of order 1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "workloads/llm/llm_cpu.hpp"
+#include "workloads/llm/model.hpp"
+#include "workloads/llm/weights.hpp"
+
+#if ITERA_WITH_CUDA
+#include "itera/cuda/cuda_backend.hpp"
+#include "workloads/llm/llm_cuda.hpp"
+#endif
+
+namespace {
+
+#if !ITERA_WITH_CUDA
+
+TEST(llm_cuda, matches_cpu_reference) { GTEST_SKIP() << "built without the cuda backend"; }
+
+#else
+
+using namespace itera::llm;
+
+constexpr double logits_tolerance = 2e-2;
+
+double normalised_error(const float* gpu, const float* ref, std::size_t n) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    diff += (static_cast<double>(gpu[i]) - ref[i]) * (static_cast<double>(gpu[i]) - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+double rms_abs_error(const float* gpu, const float* ref, std::size_t n) {
+  double diff = 0;
+  for (std::size_t i = 0; i < n; ++i) diff += (static_cast<double>(gpu[i]) - ref[i]) * (static_cast<double>(gpu[i]) - ref[i]);
+  return std::sqrt(diff / static_cast<double>(n));
+}
+
+class llm_cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto availability = itera::cuda_availability();
+    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
+    m_dev = itera::make_cuda_backend(0);
+  }
+  std::unique_ptr<itera::backend> m_dev;
+};
+
+TEST_F(llm_cuda, tiny_matches_cpu_reference) {
+  const model_config c = preset("tiny");
+  const model_weights w = random_weights(c, dtype::bf16, 20240611);
+  const reference_model ref(w);
+  constexpr std::int64_t batch = 3, prompt = 7, steps = 5;
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));  // never token 0
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+  for (auto& t : ids) t = id(rng);
+
+  engine_options opts;
+  opts.batch = batch;
+  opts.max_context = 32;
+  opts.max_prompt = prompt;
+  opts.all_position_logits = true;
+  cuda_engine eng(*m_dev, w, opts);
+  const auto mem = eng.memory();
+  std::printf("tiny engine memory: weights %llu B, kv cache %llu B, activations %llu B, workspace %llu B\n",
+              static_cast<unsigned long long>(mem.weights), static_cast<unsigned long long>(mem.kv_cache),
+              static_cast<unsigned long long>(mem.activations), static_cast<unsigned long long>(mem.workspace));
+
+  // (1) prefill, every position.
+  const auto gpu_all = eng.prefill(ids, prompt, true);
+  ASSERT_EQ(gpu_all.size(), static_cast<std::size_t>(batch * prompt) * vocab);
+  std::vector<sequence> seqs;
+  std::vector<float> ref_all;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    seqs.push_back(ref.new_sequence());
+    const std::span<const std::int32_t> p(ids.data() + b * prompt, static_cast<std::size_t>(prompt));
+    const auto l = ref.prefill(seqs.back(), p);
+    ref_all.insert(ref_all.end(), l.begin(), l.end());
+  }
+  const double prefill_error = normalised_error(gpu_all.data(), ref_all.data(), ref_all.size());
+  std::printf("prefill logits (batch %lld x prompt %lld, all positions): normalised error %.3g (tolerance %.3g)\n",
+              static_cast<long long>(batch), static_cast<long long>(prompt), prefill_error, logits_tolerance);
+  EXPECT_LT(prefill_error, logits_tolerance);
+  // The argmax kernel picked each sequence's last-position maximum.
+  auto gpu_ids = eng.read_ids();
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::span<const float> row(gpu_all.data() + static_cast<std::size_t>((b * prompt + prompt - 1)) * vocab, vocab);
+    EXPECT_EQ(gpu_ids[static_cast<std::size_t>(b)], argmax(row)) << "sequence " << b;
+  }
+
+  // (2) and (3): greedy decode, teacher-forced: both sides are fed the engine's token, so they stay
+  // on one path; the engine's choice must be the reference's argmax unless the reference's own
+  // margin between the two is within the noise of bf16 activations.
+  std::vector<float> ref_last(batch * vocab);
+  for (std::int64_t b = 0; b < batch; ++b)
+    std::copy_n(ref_all.begin() + static_cast<std::ptrdiff_t>((b * prompt + prompt - 1) * c.vocab), c.vocab,
+                ref_last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+  std::vector<float> gpu_last(batch * vocab);
+  for (std::int64_t b = 0; b < batch; ++b)
+    std::copy_n(gpu_all.begin() + static_cast<std::ptrdiff_t>((b * prompt + prompt - 1) * c.vocab), c.vocab,
+                gpu_last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+  int agree = 0, near_ties = 0, total = 0;
+  std::vector<std::vector<std::int32_t>> chosen;  // per step, the engine's ids fed next
+  for (std::int64_t step = 0; step <= steps; ++step) {
+    const double noise = std::max(1e-3, 4 * rms_abs_error(gpu_last.data(), ref_last.data(), ref_last.size()));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::span<const float> r(ref_last.data() + b * c.vocab, vocab);
+      const std::int32_t want = argmax(r), got = gpu_ids[static_cast<std::size_t>(b)];
+      ++total;
+      if (want == got) {
+        ++agree;
+        continue;
+      }
+      const double gap = static_cast<double>(r[static_cast<std::size_t>(want)]) - r[static_cast<std::size_t>(got)];
+      ++near_ties;
+      std::printf("step %lld sequence %lld: engine chose %d, reference %d, reference gap %.3g (allowed %.3g)\n",
+                  static_cast<long long>(step), static_cast<long long>(b), got, want, gap, noise);
+      EXPECT_LE(gap, noise) << "step " << step << " sequence " << b;
+    }
+    if (step == steps) break;
+    chosen.push_back(gpu_ids);
+    const auto gpu = eng.decode_step(gpu_ids);
+    ASSERT_EQ(gpu.size(), batch * vocab);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], gpu_ids[static_cast<std::size_t>(b)]);
+      std::copy(l.begin(), l.end(), ref_last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+    }
+    gpu_last = gpu;
+    const double e = normalised_error(gpu.data(), ref_last.data(), ref_last.size());
+    std::printf("decode step %lld: normalised error %.3g (tolerance %.3g)\n", static_cast<long long>(step + 1), e,
+                logits_tolerance);
+    EXPECT_LT(e, logits_tolerance) << "decode step " << step + 1;
+    gpu_ids = eng.read_ids();
+    for (std::int64_t b = 0; b < batch; ++b)
+      EXPECT_EQ(gpu_ids[static_cast<std::size_t>(b)], argmax(std::span<const float>(gpu.data() + b * c.vocab, vocab)));
+  }
+  chosen.push_back(gpu_ids);
+  std::printf("greedy tokens: %d of %d agree with the reference (%d within the noise margin)\n", agree, total,
+              near_ties);
+
+  // The device-driven step (ids stay on the GPU) and its CUDA graph give the same tokens as the
+  // host-driven steps above. A second engine with last-position logits also exercises the strided
+  // final norm of prefill.
+  opts.all_position_logits = false;
+  cuda_engine dev_eng(*m_dev, w, opts);
+  for (const bool graph : {false, true}) {
+    const auto last = dev_eng.prefill(ids, prompt);
+    ASSERT_EQ(last.size(), batch * vocab);
+    std::vector<float> ref_prefill_last(batch * vocab);
+    for (std::int64_t b = 0; b < batch; ++b)
+      std::copy_n(ref_all.begin() + static_cast<std::ptrdiff_t>((b * prompt + prompt - 1) * c.vocab), c.vocab,
+                  ref_prefill_last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+    const double last_error = normalised_error(last.data(), ref_prefill_last.data(), last.size());
+    std::printf("prefill logits (last position only): normalised error %.3g\n", last_error);
+    EXPECT_LT(last_error, logits_tolerance);
+    EXPECT_EQ(dev_eng.read_ids(), chosen[0]);
+    for (std::int64_t step = 0; step < steps; ++step) {
+      graph ? dev_eng.decode_graph() : dev_eng.decode_device();
+      EXPECT_EQ(dev_eng.read_ids(), chosen[static_cast<std::size_t>(step + 1)])
+          << (graph ? "graph" : "device") << " decode step " << step + 1;
+    }
+    EXPECT_EQ(dev_eng.length(), prompt + steps);
+    if (graph) EXPECT_TRUE(dev_eng.graph_captured());
+  }
+}
+
+TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
+  // Weights generated on the device must be the host's random_weights bit for bit: same logits.
+  const model_config c = preset("tiny");
+  constexpr std::uint64_t seed = 99;
+  const model_weights w = random_weights(c, dtype::bf16, seed);
+  engine_options opts;
+  opts.batch = 2;
+  opts.max_context = 16;
+  cuda_engine uploaded(*m_dev, w, opts);
+  cuda_engine generated(*m_dev, c, seed, opts);
+  const std::vector<std::int32_t> ids = {5, 17, 200, 3, 9, 101, 44, 250};
+  const auto a = uploaded.prefill(ids, 4);
+  const auto b = generated.prefill(ids, 4);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
+  // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
+  const model_config c = preset("llama-3.1-8b");
+  constexpr std::int64_t context = 512, steps = 32;
+  engine_options opts;
+  opts.batch = 1;
+  opts.max_context = context + 2 * steps + 8;
+  opts.max_prompt = context;
+  const double needed = weight_bytes(c, dtype::bf16) + kv_bytes_per_token(c, dtype::bf16) * opts.max_context +
+                        2.0 * (1 << 30);
+  const auto free_bytes = m_dev->memory().free_bytes;
+  if (static_cast<double>(free_bytes) < needed)
+    GTEST_SKIP() << "needs about " << needed / 1e9 << " GB, " << static_cast<double>(free_bytes) / 1e9 << " GB free";
+  cuda_engine eng(*m_dev, c, 1, opts);
+  const auto mem = eng.memory();
+  std::printf("llama-3.1-8b engine memory: weights %.3f GB, kv cache %.3f GB, activations %.3f GB, workspace %.3f GB\n",
+              static_cast<double>(mem.weights) / 1e9, static_cast<double>(mem.kv_cache) / 1e9,
+              static_cast<double>(mem.activations) / 1e9, static_cast<double>(mem.workspace) / 1e9);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(context));
+  for (auto& t : ids) t = id(rng);
+  (void)eng.prefill(ids, context);
+  eng.decode_device();  // warm: plans, first launches
+  eng.synchronize();
+  for (const bool graph : {false, true}) {
+    const std::int64_t held = eng.length();
+    const double ms = eng.time_decode_ms(static_cast<int>(steps), graph);
+    const std::vector<std::int64_t> mid = {held + steps / 2};
+    const auto work = decode_step_work(c, dtype::bf16, dtype::bf16, mid);
+    const double gbps = work.bytes_moved() / (ms * 1e-3) / 1e9;
+    std::printf("llama-3.1-8b decode, batch 1, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, %.0f GB/s "
+                "(%.3g GB moved per step)\n",
+                static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches", ms, 1e3 / ms, gbps,
+                work.bytes_moved() / 1e9);
+    EXPECT_GT(ms, 0);
+  }
+  EXPECT_EQ(eng.read_ids().size(), 1u);
+}
+
+#endif
+
+}  // namespace

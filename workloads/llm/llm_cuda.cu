@@ -1,0 +1,457 @@
+// The llm model on the cuda backend (workloads/llm/llm_cuda.hpp).
+//
+// Weights: one device arena, each part at a 256-byte aligned offset (cuBLASLt's default alignment
+// assumption), bf16, linear weights [out][in] as in checkpoints. Fused at load: Wqkv = [q; k; v]
+// rows ([q_dim + 2 kv_dim][hidden]), Wgu = [gate; up] ([2 intermediate][hidden]), the q/k/v biases
+// one vector. A fused part is its tensors one after another, so each tensor lands at one offset
+// whether uploaded from a holder or generated on the device from its own stream.
+//
+// Matrix products, as in gemm_cuda.cu, in cuBLASLt's TN form: A = W stored K x M column-major (its
+// [out][in] rows) used transposed, B = activations [T][K] (K x T column-major), D = [T][M] (M x T
+// column-major). bf16 inputs, fp32 compute; D bf16 (qkv, gate/up) or fp32 (o and down adding into
+// the residual with beta = 1, the logits with beta = 0).
+//
+// KV cache: K and V, each [layer][sequence][kv_head][max_context][head_dim] bf16.
+#include "workloads/llm/llm_cuda.hpp"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "itera/core/errors.hpp"
+#include "itera/cuda/check.hpp"
+#include "itera/cuda/cuda_backend.hpp"
+#include "src/cuda/cuda_backend_impl.hpp"
+#include "src/cuda/text.hpp"
+#include "src/kernels/llm_kernels.cuh"
+#include "workloads/gemm/numeric.hpp"
+#include "workloads/llm/llm_cpu.hpp"
+
+namespace itera::llm {
+namespace {
+
+namespace k = itera::kernels::llm;
+using bf16 = __nv_bfloat16;
+using cuda::cat;
+using cuda::cuda_backend;
+using cuda::device_buffer;
+
+struct lt_deleter {
+  void operator()(cublasLtMatmulDescOpaque_t* p) const { (void)cublasLtMatmulDescDestroy(p); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { (void)cublasLtMatrixLayoutDestroy(p); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
+};
+using matmul_desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, lt_deleter>;
+using matrix_layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, lt_deleter>;
+using matmul_preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, lt_deleter>;
+
+matrix_layout make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
+                                                static_cast<std::uint64_t>(cols), ld));
+  return matrix_layout(layout);
+}
+
+// A named holder: nvcc 13.0 crashes on containers of the anonymous cublasLtMatmulAlgo_t (gemm_cuda.cu).
+struct algorithm {
+  cublasLtMatmulAlgo_t algo;
+};
+
+struct gemm_plan {
+  matmul_desc op;
+  matrix_layout a, b, d;
+  algorithm chosen{};
+};
+
+constexpr std::uint64_t arena_alignment = 256;
+
+std::uint64_t align_up(std::uint64_t v) { return (v + arena_alignment - 1) / arena_alignment * arena_alignment; }
+
+struct layer_offsets {
+  std::uint64_t wqkv = 0, bqkv = 0, wo = 0, wgu = 0, wdown = 0, input_norm = 0, post_norm = 0;
+};
+
+}  // namespace
+
+struct cuda_engine::impl {
+  cuda_backend& dev;
+  model_config c;
+  engine_options o;
+  std::int64_t qkv_width = 0, max_rows = 0, logits_rows = 0;
+  k::attention_shape shape;
+  float attention_scale = 0;
+
+  // Weights arena and byte offsets.
+  std::uint64_t arena_bytes = 0, off_embedding = 0, off_final_norm = 0, off_lm_head = 0;
+  std::vector<layer_offsets> layer_off;
+  device_buffer weights;
+
+  device_buffer k_cache, v_cache;
+  device_buffer x, h, qkv, attn, gate_up, act, logits, tokens, lengths, inv_freq;
+
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, gemm_plan> plans;
+  std::int64_t length = 0;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graph_exec = nullptr;
+
+  impl(backend& d, const model_config& config, const engine_options& options)
+      : dev(cuda::as_cuda(d)), c(config), o(options) {
+    validate(c);
+    if (o.batch < 1) throw usage_error(cat("llm cuda engine: batch ", o.batch, " must be at least 1"));
+    if (o.max_context < 1 || o.max_context > c.max_position)
+      throw usage_error(cat("llm cuda engine: context ", o.max_context, " must be in 1..", c.max_position, " (", c.name,
+                            ")"));
+    if (o.max_prompt <= 0 || o.max_prompt > o.max_context) o.max_prompt = o.max_context;
+    dev.make_current();
+    qkv_width = c.q_dim() + 2 * c.kv_dim();
+    max_rows = o.batch * o.max_prompt;
+    logits_rows = o.all_position_logits ? max_rows : o.batch;
+    shape.heads = c.heads;
+    shape.kv_heads = c.kv_heads;
+    shape.head_dim = c.head_dim;
+    shape.max_context = o.max_context;
+    attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    k::prepare_attention(shape);
+
+    // Arena layout.
+    const auto elems = [](std::int64_t n) { return static_cast<std::uint64_t>(n) * 2; };  // bf16 bytes
+    const auto reserve = [&](std::uint64_t bytes) {
+      const std::uint64_t at = arena_bytes;
+      arena_bytes = align_up(arena_bytes + bytes);
+      return at;
+    };
+    off_embedding = reserve(elems(c.vocab * c.hidden));
+    layer_off.resize(static_cast<std::size_t>(c.layers));
+    for (auto& l : layer_off) {
+      l.wqkv = reserve(elems(qkv_width * c.hidden));
+      if (c.attention_bias) l.bqkv = reserve(elems(qkv_width));
+      l.wo = reserve(elems(c.hidden * c.q_dim()));
+      l.wgu = reserve(elems(2 * c.intermediate * c.hidden));
+      l.wdown = reserve(elems(c.hidden * c.intermediate));
+      l.input_norm = reserve(elems(c.hidden));
+      l.post_norm = reserve(elems(c.hidden));
+    }
+    off_final_norm = reserve(elems(c.hidden));
+    off_lm_head = c.tie_embeddings ? off_embedding : reserve(elems(c.vocab * c.hidden));
+
+    try {
+      weights = dev.allocate(arena_bytes);
+      const auto cache_elems = static_cast<std::uint64_t>(c.layers * o.batch * c.kv_heads * o.max_context * c.head_dim);
+      k_cache = dev.allocate(cache_elems * 2);
+      v_cache = dev.allocate(cache_elems * 2);
+      const auto rows = static_cast<std::uint64_t>(max_rows);
+      x = dev.allocate(rows * static_cast<std::uint64_t>(c.hidden) * 4);
+      h = dev.allocate(rows * static_cast<std::uint64_t>(c.hidden) * 2);
+      qkv = dev.allocate(rows * static_cast<std::uint64_t>(qkv_width) * 2);
+      attn = dev.allocate(rows * static_cast<std::uint64_t>(c.q_dim()) * 2);
+      gate_up = dev.allocate(rows * static_cast<std::uint64_t>(2 * c.intermediate) * 2);
+      act = dev.allocate(rows * static_cast<std::uint64_t>(c.intermediate) * 2);
+      logits = dev.allocate(static_cast<std::uint64_t>(logits_rows * c.vocab) * 4);
+      tokens = dev.allocate(rows * 4);
+      lengths = dev.allocate(static_cast<std::uint64_t>(o.batch) * 4);
+      inv_freq = dev.allocate(static_cast<std::uint64_t>(c.head_dim / 2) * 4);
+    } catch (const cuda::out_of_memory& e) {
+      throw case_skipped(cat("does not fit: ", e.what()));
+    }
+    const auto freq = rope_inv_freq(c);
+    ITERA_CUDA_CHECK(cudaMemcpy(inv_freq.data(), freq.data(), freq.size() * sizeof(float), cudaMemcpyHostToDevice));
+    ITERA_CUDA_CHECK(cudaMemset(lengths.data(), 0, lengths.bytes()));
+    ITERA_CUDA_CHECK(cudaMemset(tokens.data(), 0, tokens.bytes()));
+  }
+
+  ~impl() {
+    if (graph_exec) (void)cudaGraphExecDestroy(graph_exec);
+    if (graph) (void)cudaGraphDestroy(graph);
+  }
+
+  // Byte offset in the arena of one checkpoint tensor (inside its fused part).
+  std::uint64_t tensor_offset(const tensor_spec& spec) const {
+    const std::uint64_t hidden = static_cast<std::uint64_t>(c.hidden), qd = static_cast<std::uint64_t>(c.q_dim()),
+                        kvd = static_cast<std::uint64_t>(c.kv_dim()), inter = static_cast<std::uint64_t>(c.intermediate);
+    const auto& l = layer_off.at(spec.layer < 0 ? 0 : static_cast<std::size_t>(spec.layer));
+    switch (spec.kind) {
+      case tensor_kind::embedding: return off_embedding;
+      case tensor_kind::q_proj: return l.wqkv;
+      case tensor_kind::k_proj: return l.wqkv + qd * hidden * 2;
+      case tensor_kind::v_proj: return l.wqkv + (qd + kvd) * hidden * 2;
+      case tensor_kind::q_bias: return l.bqkv;
+      case tensor_kind::k_bias: return l.bqkv + qd * 2;
+      case tensor_kind::v_bias: return l.bqkv + (qd + kvd) * 2;
+      case tensor_kind::o_proj: return l.wo;
+      case tensor_kind::gate_proj: return l.wgu;
+      case tensor_kind::up_proj: return l.wgu + inter * hidden * 2;
+      case tensor_kind::down_proj: return l.wdown;
+      case tensor_kind::input_norm: return l.input_norm;
+      case tensor_kind::post_attention_norm: return l.post_norm;
+      case tensor_kind::final_norm: return off_final_norm;
+      case tensor_kind::lm_head: return off_lm_head;
+    }
+    throw std::logic_error("llm cuda engine: tensor kind without a place");
+  }
+
+  void upload(const model_weights& w) {
+    std::vector<std::uint16_t> staging(arena_bytes / 2, 0);
+    for (const auto& spec : tensor_specs(c)) {
+      const auto& values = w.tensor(spec);
+      if (static_cast<std::int64_t>(values.size()) != spec.elements())
+        throw std::logic_error(cat("llm cuda engine: tensor '", spec.name, "' holds ", values.size(), " values, needs ",
+                                   spec.elements()));
+      std::uint16_t* dst = staging.data() + tensor_offset(spec) / 2;
+      for (std::size_t i = 0; i < values.size(); ++i) dst[i] = gemm::numeric::float_to_bf16(values[i]);
+    }
+    ITERA_CUDA_CHECK(cudaMemcpy(weights.data(), staging.data(), arena_bytes, cudaMemcpyHostToDevice));
+  }
+
+  void generate(std::uint64_t seed) {
+    ITERA_CUDA_CHECK(cudaMemsetAsync(weights.data(), 0, arena_bytes, dev.stream()));
+    for (const auto& spec : tensor_specs(c))
+      k::fill_init_bf16(w_at(tensor_offset(spec)), static_cast<std::uint64_t>(spec.elements()),
+                        static_cast<int>(init_for(spec.kind)), tensor_seed(seed, spec.name), dev.stream());
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+  }
+
+  bf16* w_at(std::uint64_t offset) const { return reinterpret_cast<bf16*>(weights.as<unsigned char>() + offset); }
+
+  gemm_plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out) {
+    const auto key = std::make_tuple(m, n, kk, fp32_out);
+    if (auto it = plans.find(key); it != plans.end()) return it->second;
+    gemm_plan p;
+    cublasLtMatmulDesc_t op = nullptr;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    p.op.reset(op);
+    const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
+    ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
+    const cudaDataType_t d_type = fp32_out ? CUDA_R_32F : CUDA_R_16BF;
+    p.a = make_layout(CUDA_R_16BF, kk, m, kk);  // W: K x M, used transposed
+    p.b = make_layout(CUDA_R_16BF, kk, n, kk);  // activations [n][K]
+    p.d = make_layout(d_type, m, n, m);         // [n][M], also C
+    cublasLtMatmulPreference_t raw = nullptr;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
+    const matmul_preference pref(raw);
+    const std::uint64_t workspace = dev.lt_workspace_size();
+    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &workspace, sizeof workspace));
+    cublasLtMatmulHeuristicResult_t result = {};
+    int returned = 0;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
+                                                      p.d.get(), pref.get(), 1, &result, &returned));
+    if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+      throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no bf16 algorithm for M=", m, " N=", n, " K=", kk,
+                                   " with ", fp32_out ? "fp32" : "bf16", " output"));
+    p.chosen.algo = result.algo;
+    return plans.emplace(key, std::move(p)).first->second;
+  }
+
+  // out[n][m] = beta * out + in[n][kk] W^T, W [m][kk].
+  void gemm(const bf16* w, std::int64_t m, std::int64_t kk, const bf16* in, std::int64_t n, void* out, bool fp32_out,
+            float beta) {
+    gemm_plan& p = plan_for(m, n, kk, fp32_out);
+    const float alpha = 1.0f;
+    ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w, p.a.get(), in, p.b.get(), &beta, out,
+                                      p.d.get(), out, p.d.get(), &p.chosen.algo, dev.lt_workspace(),
+                                      dev.lt_workspace_size(), dev.stream()));
+  }
+
+  // The cache of layer l.
+  bf16* cache_at(const device_buffer& cache, std::int64_t l) const {
+    return cache.as<bf16>() + l * o.batch * c.kv_heads * o.max_context * c.head_dim;
+  }
+
+  // One forward pass over batch x rows_per_seq rows whose ids are in `tokens`; the logits of every
+  // row (all) or of each sequence's last row; the argmax of each sequence's last row into tokens[0..batch).
+  void forward(std::int64_t rows_per_seq, bool all) {
+    const cudaStream_t s = dev.stream();
+    const std::int64_t rows = o.batch * rows_per_seq, hidden = c.hidden, inter = c.intermediate;
+    const auto eps = static_cast<float>(c.rms_norm_eps);
+    k::attention_shape sh = shape;
+    sh.rows_per_seq = rows_per_seq;
+    const auto* ids = tokens.as<std::int32_t>();
+    auto* lens = lengths.as<std::int32_t>();
+    k::embed(ids, w_at(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      const auto& lo = layer_off[static_cast<std::size_t>(l)];
+      k::rms_norm(x.as<float>(), 1, 0, w_at(lo.input_norm), h.as<bf16>(), rows, hidden, eps, s);
+      gemm(w_at(lo.wqkv), qkv_width, hidden, h.as<bf16>(), rows, qkv.data(), false, 0.0f);
+      k::bias_rope_store(qkv.as<bf16>(), c.attention_bias ? w_at(lo.bqkv) : nullptr, inv_freq.as<float>(), lens, rows,
+                         sh, cache_at(k_cache, l), cache_at(v_cache, l), s);
+      k::attention(qkv.as<bf16>(), cache_at(k_cache, l), cache_at(v_cache, l), lens, rows, sh, attention_scale,
+                   attn.as<bf16>(), s);
+      gemm(w_at(lo.wo), hidden, c.q_dim(), attn.as<bf16>(), rows, x.data(), true, 1.0f);
+      k::rms_norm(x.as<float>(), 1, 0, w_at(lo.post_norm), h.as<bf16>(), rows, hidden, eps, s);
+      gemm(w_at(lo.wgu), 2 * inter, hidden, h.as<bf16>(), rows, gate_up.data(), false, 0.0f);
+      k::swiglu(gate_up.as<bf16>(), act.as<bf16>(), rows, inter, s);
+      gemm(w_at(lo.wdown), hidden, inter, act.as<bf16>(), rows, x.data(), true, 1.0f);
+    }
+    auto* next = tokens.as<std::int32_t>();
+    if (all) {
+      k::rms_norm(x.as<float>(), 1, 0, w_at(off_final_norm), h.as<bf16>(), rows, hidden, eps, s);
+      gemm(w_at(off_lm_head), c.vocab, hidden, h.as<bf16>(), rows, logits.data(), true, 0.0f);
+      k::argmax(logits.as<float>(), rows_per_seq, rows_per_seq - 1, o.batch, c.vocab, next, s);
+    } else {
+      k::rms_norm(x.as<float>(), rows_per_seq, rows_per_seq - 1, w_at(off_final_norm), h.as<bf16>(), o.batch, hidden,
+                  eps, s);
+      gemm(w_at(off_lm_head), c.vocab, hidden, h.as<bf16>(), o.batch, logits.data(), true, 0.0f);
+      k::argmax(logits.as<float>(), 1, 0, o.batch, c.vocab, next, s);
+    }
+    k::advance(lens, o.batch, static_cast<std::int32_t>(rows_per_seq), s);
+  }
+
+  void check_ids(std::span<const std::int32_t> ids) const {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= c.vocab)
+        throw usage_error(cat("llm cuda engine: token ", ids[i], " at ", i, " is outside the vocabulary 0..", c.vocab - 1));
+  }
+
+  void check_room(std::int64_t steps) const {
+    if (length + steps > o.max_context)
+      throw usage_error(cat("llm cuda engine: ", length, " tokens held + ", steps, " exceed the context of ",
+                            o.max_context));
+  }
+
+  std::vector<float> read_logits(std::int64_t rows) {
+    std::vector<float> out(static_cast<std::size_t>(rows * c.vocab));
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits.data(), out.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                     dev.stream()));
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+    return out;
+  }
+
+  void capture() {
+    if (graph_exec) return;
+    // Plans first: the capture then records launches only.
+    for (const auto& [m, kk, fp32] : {std::tuple{qkv_width, c.hidden, false}, std::tuple{c.hidden, c.q_dim(), true},
+                                      std::tuple{2 * c.intermediate, c.hidden, false},
+                                      std::tuple{c.hidden, c.intermediate, true}, std::tuple{c.vocab, c.hidden, true}})
+      (void)plan_for(m, o.batch, kk, fp32);
+    const cudaStream_t s = dev.stream();
+    ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    try {
+      forward(1, false);
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(s, &partial) == cudaSuccess && partial) (void)cudaGraphDestroy(partial);
+      (void)cudaGetLastError();
+      throw;
+    }
+    ITERA_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    ITERA_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+  }
+};
+
+cuda_engine::cuda_engine(backend& dev, const model_weights& weights, const engine_options& options)
+    : m(std::make_unique<impl>(dev, weights.config, options)) {
+  m->upload(weights);
+}
+
+cuda_engine::cuda_engine(backend& dev, const model_config& config, std::uint64_t seed, const engine_options& options)
+    : m(std::make_unique<impl>(dev, config, options)) {
+  m->generate(seed);
+}
+
+cuda_engine::~cuda_engine() = default;
+
+const model_config& cuda_engine::config() const { return m->c; }
+const engine_options& cuda_engine::options() const { return m->o; }
+
+engine_memory cuda_engine::memory() const {
+  engine_memory r;
+  r.weights = m->weights.bytes();
+  r.kv_cache = m->k_cache.bytes() + m->v_cache.bytes();
+  for (const device_buffer* b : {&m->x, &m->h, &m->qkv, &m->attn, &m->gate_up, &m->act, &m->logits, &m->tokens,
+                                 &m->lengths, &m->inv_freq})
+    r.activations += b->bytes();
+  r.workspace = m->dev.lt_workspace_size();
+  return r;
+}
+
+std::vector<float> cuda_engine::prefill(std::span<const std::int32_t> ids, std::int64_t prompt, bool all_positions) {
+  const engine_options& o = m->o;
+  if (prompt < 1 || prompt > o.max_prompt)
+    throw usage_error(cat("llm cuda engine: prompt of ", prompt, " tokens, must be in 1..", o.max_prompt));
+  if (static_cast<std::int64_t>(ids.size()) != o.batch * prompt)
+    throw usage_error(cat("llm cuda engine: ", ids.size(), " prompt ids for ", o.batch, " sequences of ", prompt));
+  if (all_positions && !o.all_position_logits)
+    throw std::logic_error("llm cuda engine: all-position logits need engine_options::all_position_logits");
+  m->check_ids(ids);
+  m->dev.make_current();
+  const cudaStream_t s = m->dev.stream();
+  ITERA_CUDA_CHECK(cudaMemsetAsync(m->lengths.data(), 0, m->lengths.bytes(), s));
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(m->tokens.data(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, s));
+  m->forward(prompt, all_positions);
+  m->length = prompt;
+  return m->read_logits(all_positions ? o.batch * prompt : o.batch);
+}
+
+std::vector<float> cuda_engine::decode_step(std::span<const std::int32_t> ids) {
+  if (static_cast<std::int64_t>(ids.size()) != m->o.batch)
+    throw usage_error(cat("llm cuda engine: ", ids.size(), " ids for a batch of ", m->o.batch));
+  m->check_ids(ids);
+  m->check_room(1);
+  m->dev.make_current();
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(m->tokens.data(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, m->dev.stream()));
+  m->forward(1, false);
+  ++m->length;
+  return m->read_logits(m->o.batch);
+}
+
+void cuda_engine::decode_device() {
+  m->check_room(1);
+  m->forward(1, false);
+  ++m->length;
+}
+
+void cuda_engine::decode_graph() {
+  m->check_room(1);
+  m->capture();
+  ITERA_CUDA_CHECK(cudaGraphLaunch(m->graph_exec, m->dev.stream()));
+  ++m->length;
+}
+
+bool cuda_engine::graph_captured() const { return m->graph_exec != nullptr; }
+
+double cuda_engine::time_decode_ms(int steps, bool use_graph) {
+  if (steps < 1) throw usage_error("llm cuda engine: time at least one step");
+  m->check_room(steps);
+  if (use_graph) m->capture();
+  const cudaStream_t s = m->dev.stream();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ITERA_CUDA_CHECK(cudaEventCreate(&start));
+  ITERA_CUDA_CHECK(cudaEventCreate(&stop));
+  float ms = 0;
+  try {
+    ITERA_CUDA_CHECK(cudaEventRecord(start, s));
+    for (int i = 0; i < steps; ++i) use_graph ? decode_graph() : decode_device();
+    ITERA_CUDA_CHECK(cudaEventRecord(stop, s));
+    ITERA_CUDA_CHECK(cudaEventSynchronize(stop));
+    ITERA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  } catch (...) {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+    throw;
+  }
+  ITERA_CUDA_CHECK(cudaEventDestroy(start));
+  ITERA_CUDA_CHECK(cudaEventDestroy(stop));
+  return static_cast<double>(ms) / steps;
+}
+
+std::vector<std::int32_t> cuda_engine::read_ids() {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(m->o.batch));
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(out.data(), m->tokens.data(), out.size() * sizeof(std::int32_t),
+                                   cudaMemcpyDeviceToHost, m->dev.stream()));
+  ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream()));
+  return out;
+}
+
+std::int64_t cuda_engine::length() const { return m->length; }
+
+void cuda_engine::synchronize() { ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream())); }
+
+}  // namespace itera::llm

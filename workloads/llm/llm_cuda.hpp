@@ -1,0 +1,92 @@
+#pragma once
+// The llm model on the cuda backend: bf16 weights and KV cache, fp32 residual stream and
+// accumulation, cuBLASLt for every matrix product, the kernels of src/kernels/llm_kernels.cuh for
+// the rest. No CUDA headers here: front ends and tests (.cpp) use it as is.
+//
+// A forward pass over T rows (prefill: batch x prompt, sequence by sequence; decode: batch):
+//   x (fp32) = embed[tokens]
+//   per layer:  h = rmsnorm(x) (bf16) ; qkv = h Wqkv^T (bf16, Wqkv = [q; k; v] rows fused at load)
+//               bias, RoPE on q and k, k and v into the cache at each row's position
+//               a = attention(q, cache) (bf16) ; x += a Wo^T (cuBLASLt, fp32 output, beta = 1)
+//               h = rmsnorm(x) ; gu = h Wgu^T (Wgu = [gate; up]) ; m = silu(g) * u ; x += m Wdown^T
+//   logits (fp32) = rmsnorm(x) Wlm^T (rows needed only) ; next = argmax per sequence
+//
+// Per-step state lives on the device: each sequence's length (the position its next token takes)
+// and the token ids. decode_device() reads the ids there, writes the argmax back there and advances
+// the lengths: its launches are the same every step, so it can run as a CUDA graph
+// (decode_graph captures it once and replays it).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "itera/core/backend.hpp"
+#include "workloads/llm/model.hpp"
+#include "workloads/llm/weights.hpp"
+
+namespace itera::llm {
+
+struct engine_options {
+  std::int64_t batch = 1;                // sequences held at once
+  std::int64_t max_context = 0;          // tokens each sequence may hold (prompt + output)
+  std::int64_t max_prompt = 0;           // longest prefill per sequence; 0: max_context
+  bool all_position_logits = false;      // prefill can return the logits of every position (tests)
+};
+
+// Device bytes by part, as allocated through the backend (its memory tracker sees them).
+struct engine_memory {
+  std::uint64_t weights = 0;
+  std::uint64_t kv_cache = 0;
+  std::uint64_t activations = 0;  // activation buffers, logits, ids, lengths, RoPE frequencies
+  std::uint64_t workspace = 0;    // the backend's cuBLASLt workspace (allocated by the backend)
+  std::uint64_t total() const { return weights + kv_cache + activations + workspace; }
+};
+
+class cuda_engine {
+ public:
+  // Weights from a holder (values representable in bf16: random_weights(c, bf16, seed) or a
+  // checkpoint loaded as bf16), rounded to bf16 and uploaded. `dev` must be the cuda backend.
+  cuda_engine(backend& dev, const model_weights& weights, const engine_options& options);
+  // Weights generated on the device: bit-identical to random_weights(config, bf16, seed).
+  cuda_engine(backend& dev, const model_config& config, std::uint64_t seed, const engine_options& options);
+  ~cuda_engine();
+  cuda_engine(const cuda_engine&) = delete;
+  cuda_engine& operator=(const cuda_engine&) = delete;
+
+  const model_config& config() const;
+  const engine_options& options() const;
+  engine_memory memory() const;
+
+  // Empties every sequence and runs `tokens` ([batch x prompt] row-major, one prompt per sequence,
+  // all of length `prompt`) into the caches. Returns fp32 logits: [batch x vocab] for the last
+  // position of each sequence, or [batch x prompt x vocab] when `all_positions` (needs the
+  // option). Leaves each sequence's argmax in the device ids, ready for decode_device().
+  std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt, bool all_positions = false);
+
+  // One token per sequence from the host: returns [batch x vocab] fp32 logits; the argmax ids
+  // stay on the device (read_ids).
+  std::vector<float> decode_step(std::span<const std::int32_t> tokens);
+
+  // One decode step on the ids already on the device, enqueued on the backend's stream without
+  // waiting: writes the argmax ids back over them and advances every sequence by one. Lengths
+  // are checked on the host (each call counts as one token).
+  void decode_device();
+
+  // Captures decode_device() into a CUDA graph (once) and launches it: the same work in one launch.
+  void decode_graph();
+  bool graph_captured() const;
+
+  // Device timing of `steps` decode_device() (or decode_graph()) calls back to back, in ms per step.
+  double time_decode_ms(int steps, bool use_graph);
+
+  std::vector<std::int32_t> read_ids();  // waits for the stream; [batch]
+  std::int64_t length() const;           // tokens each sequence holds (host mirror)
+  void synchronize();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> m;
+};
+
+}  // namespace itera::llm
