@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "itera/cuda/check.hpp"
@@ -227,6 +228,117 @@ std::size_t attention_shared_bytes(const attention_shape& s) {
   return static_cast<std::size_t>(s.head_dim + s.max_context) * sizeof(float);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// gemv: R = gemv_rows_per_warp rows per warp, U 16-byte chunks (8 bf16) per row per lane per step,
+// so R * U = 8 independent 16-byte weight loads in flight per lane before the first use.
+
+constexpr int gemv_threads = 128;
+constexpr int gemv_unroll = 4;
+
+// Weights are read once per step: bypass L1 (no reuse), keep L1 for x.
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Eight bf16 (one 16-byte chunk) widened to fp32: a bf16 is the high half of its fp32.
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    f[2 * j] = __uint_as_float(words[j] << 16);
+    f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+  }
+}
+
+template <int T, bool F32>
+__global__ void __launch_bounds__(gemv_threads) gemv_kernel(const bf16* __restrict__ w, int out_rows, int chunks,
+                                                            const bf16* __restrict__ x, void* __restrict__ out,
+                                                            float beta) {
+  constexpr int R = gemv_rows_per_warp, U = gemv_unroll;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int warp = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+  const int row0 = warp * R;
+  if (row0 >= out_rows) return;  // whole warps only
+  const uint4* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = min(row0 + r, out_rows - 1);  // a last partial warp reads a valid row, stores nothing
+    wr[r] = reinterpret_cast<const uint4*>(w) + static_cast<std::size_t>(row) * chunks;
+  }
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  float acc[R][T];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+
+  for (int base = lane; base < chunks; base += 32 * U) {
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 32 * u;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = c < chunks ? load_stream(wr[r] + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 32 * u;
+      if (c < chunks) {
+        float wf[R][8];
+#pragma unroll
+        for (int r = 0; r < R; ++r) unpack8(wv[u][r], wf[r]);
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          float xf[8];
+          unpack8(__ldg(xr + static_cast<std::size_t>(t) * chunks + c), xf);
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wf[r][j], xf[j], acc[r][t]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], o);
+  // Every lane holds every sum; lane r * T + t (mod 32) stores (r, t): the stores spread over lanes.
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = row0 + r;
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      if (lane != (r * T + t) % 32 || row >= out_rows) continue;
+      const std::size_t at = static_cast<std::size_t>(t) * out_rows + row;
+      if constexpr (F32) {
+        float* o = static_cast<float*>(out);
+        o[at] = beta != 0.0f ? acc[r][t] + beta * o[at] : acc[r][t];
+      } else {
+        static_cast<bf16*>(out)[at] = __float2bfloat16_rn(acc[r][t]);
+      }
+    }
+  }
+}
+
+template <int T>
+void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* out, bool fp32_out, float beta,
+                 cudaStream_t stream) {
+  const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + gemv_rows_per_warp - 1) / gemv_rows_per_warp;
+  const auto blocks = static_cast<unsigned>((warps * 32 + gemv_threads - 1) / gemv_threads);
+  if (fp32_out)
+    gemv_kernel<T, true><<<blocks, gemv_threads, 0, stream>>>(w, out_rows, chunks, x, out, beta);
+  else
+    gemv_kernel<T, false><<<blocks, gemv_threads, 0, stream>>>(w, out_rows, chunks, x, out, beta);
+}
+
 }  // namespace
 
 void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream) {
@@ -292,6 +404,34 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
 
 void advance(std::int32_t* length, std::int64_t count, std::int32_t by, cudaStream_t stream) {
   advance_kernel<<<blocks_for(static_cast<std::uint64_t>(count)), block_threads, 0, stream>>>(length, count, by);
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return tokens >= 1 && tokens <= gemv_max_tokens && in > 0 && in % 8 == 0 && in / 8 <= INT32_MAX && aligned(w) &&
+         aligned(x);
+}
+
+void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
+          bool fp32_out, float beta, cudaStream_t stream) {
+  if (!gemv_supported(tokens, in, w, x))
+    throw std::invalid_argument(itera::cuda::cat("llm gemv: tokens ", tokens, " (1..", gemv_max_tokens, "), in ", in,
+                                                 " (a multiple of 8) and 16-byte aligned operands needed"));
+  if (out_rows < 1 || out_rows * tokens > INT32_MAX)
+    throw std::invalid_argument(itera::cuda::cat("llm gemv: ", out_rows, " output rows out of range"));
+  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv: bf16 output takes beta = 0 only");
+  const int rows = static_cast<int>(out_rows), chunks = static_cast<int>(in / 8);
+  switch (tokens) {
+    case 1: launch_gemv<1>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 2: launch_gemv<2>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 3: launch_gemv<3>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 4: launch_gemv<4>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 5: launch_gemv<5>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 6: launch_gemv<6>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 7: launch_gemv<7>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+    default: launch_gemv<8>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
+  }
   ITERA_CUDA_CHECK_LAUNCH();
 }
 

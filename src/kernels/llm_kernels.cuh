@@ -1,7 +1,8 @@
 #pragma once
-// Kernels of the llm cuda engine (workloads/llm/llm_cuda.cu): everything but the matrix products,
-// which run in cuBLASLt. Activations are row-major [rows x width]; the residual stream is fp32,
-// everything else bf16; arithmetic is fp32. Each launcher checks its launch and throws on error.
+// Kernels of the llm cuda engine (workloads/llm/llm_cuda.cu): everything but the larger matrix
+// products, which run in cuBLASLt (gemv below takes those of at most gemv_max_tokens rows).
+// Activations are row-major [rows x width]; the residual stream is fp32, everything else bf16;
+// arithmetic is fp32. Each launcher checks its launch and throws on error.
 //
 // Rows and positions. A forward pass runs T = sequences x rows_per_seq rows, row t belonging to
 // sequence t / rows_per_seq at position start[seq] + t % rows_per_seq, where start (device int32,
@@ -57,6 +58,18 @@ void swiglu(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t inte
 // out[r] = first index of the largest value of logits row r * in_stride + in_offset.
 void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
             std::int32_t* out, cudaStream_t stream);
+
+// Small-token matrix product, bandwidth-bound (decode): for t < tokens, o < out_rows,
+//   out[t * out_rows + o] = sum_i w[o * in + i] * x[t * in + i]   (+ beta * out[...] for fp32 output)
+// w bf16 [out_rows][in] row-major, x bf16 [tokens][in], fp32 accumulation; out fp32 (fp32_out) or
+// bf16 (beta must be 0). Each warp owns gemv_rows_per_warp consecutive output rows and streams them
+// with 16-byte loads, several in flight per lane; x is read through L1 (it is tokens * in * 2 bytes).
+// Needs 1 <= tokens <= gemv_max_tokens, in % 8 == 0 and w, x 16-byte aligned (gemv_supported).
+constexpr std::int64_t gemv_max_tokens = 8;
+constexpr int gemv_rows_per_warp = 2;
+bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x);
+void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
+          bool fp32_out, float beta, cudaStream_t stream);
 
 // length[i] += by for i < count.
 void advance(std::int32_t* length, std::int64_t count, std::int32_t by, cudaStream_t stream);

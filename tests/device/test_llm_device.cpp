@@ -1,5 +1,6 @@
-// The llm cuda engine against the cpu reference (the oracle) on the tiny preset, and a first
-// timing of the decode step at the llama-3.1-8b shape (printed, not a gate yet).
+// The llm cuda engine against the cpu reference (the oracle) on the tiny preset, its small-token
+// product against fp64, and a first timing of the decode step at the llama-3.1-8b shape with a
+// per-stage breakdown (printed, not a gate yet).
 //
 // Tolerance. Both sides multiply the same bf16 weights with fp32 accumulation; the engine also
 // rounds its activations to bf16 (norm outputs, q/k/v, the cache, attention output, the SwiGLU
@@ -13,8 +14,11 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "itera/core/recorder.hpp"
+#include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/llm_cpu.hpp"
 #include "workloads/llm/model.hpp"
 #include "workloads/llm/weights.hpp"
@@ -182,6 +186,59 @@ TEST_F(llm_cuda, tiny_matches_cpu_reference) {
   }
 }
 
+// The small-token product (the engine's decode path for at most 8 rows) against fp64 on the same
+// bf16 inputs. fp32 output: fp32 accumulation over 4096 products in 8-wide per-lane partial sums
+// and a 32-lane tree gives a normalised error near 1e-7; 1e-5 leaves two orders. bf16 output: one
+// rounding to bf16 per element, at most 2^-9 (1.95e-3) relative, about 1.1e-3 normalised; 2.5e-3
+// bounds it. A wrong row, token or chunk gives errors of order 1; an unwritten element stays NaN.
+TEST_F(llm_cuda, small_gemm_matches_fp64) {
+  constexpr std::int64_t in = 4096;
+  std::mt19937 rng(20261029);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const auto bf16_bits = [&](std::size_t n) {
+    std::vector<std::uint16_t> v(n);
+    for (auto& b : v) b = itera::gemm::numeric::float_to_bf16(u(rng));
+    return v;
+  };
+  for (const std::int64_t out_rows : {std::int64_t{1000}, std::int64_t{1001}})
+    for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{3}, std::int64_t{8}})
+      for (const int kind : {0, 1, 2}) {  // bf16 output, fp32 output, fp32 output adding into a residual
+        const bool fp32_out = kind != 0;
+        const auto w = bf16_bits(static_cast<std::size_t>(out_rows * in));
+        const auto x = bf16_bits(static_cast<std::size_t>(tokens * in));
+        std::vector<float> init;
+        if (kind == 2) {
+          init.resize(static_cast<std::size_t>(out_rows * tokens));
+          for (auto& v : init) v = 8.0f * u(rng);
+        }
+        const auto got = small_gemm(*m_dev, w, out_rows, in, x, tokens, fp32_out, init);
+        ASSERT_EQ(got.size(), static_cast<std::size_t>(out_rows * tokens));
+        std::vector<double> ref(got.size());
+        for (std::int64_t t = 0; t < tokens; ++t)
+          for (std::int64_t o = 0; o < out_rows; ++o) {
+            double acc = init.empty() ? 0.0 : init[static_cast<std::size_t>(t * out_rows + o)];
+            for (std::int64_t i = 0; i < in; ++i)
+              acc += static_cast<double>(itera::gemm::numeric::bf16_to_float(w[static_cast<std::size_t>(o * in + i)])) *
+                     itera::gemm::numeric::bf16_to_float(x[static_cast<std::size_t>(t * in + i)]);
+            ref[static_cast<std::size_t>(t * out_rows + o)] = acc;
+          }
+        double diff = 0, norm = 0;
+        std::size_t unwritten = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          if (!std::isfinite(got[i])) ++unwritten;
+          diff += (got[i] - ref[i]) * (got[i] - ref[i]);
+          norm += ref[i] * ref[i];
+        }
+        const double error = std::sqrt(diff / std::max(norm, 1e-30));
+        const double tolerance = fp32_out ? 1e-5 : 2.5e-3;
+        std::printf("small gemm %lld x %lld, %lld tokens, %s: normalised error %.3g (tolerance %.3g)\n",
+                    static_cast<long long>(out_rows), static_cast<long long>(in), static_cast<long long>(tokens),
+                    kind == 0 ? "bf16 out" : (kind == 1 ? "fp32 out" : "fp32 out += residual"), error, tolerance);
+        EXPECT_EQ(unwritten, 0u) << out_rows << " rows, " << tokens << " tokens, kind " << kind;
+        EXPECT_LT(error, tolerance) << out_rows << " rows, " << tokens << " tokens, kind " << kind;
+      }
+}
+
 TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
   // Weights generated on the device must be the host's random_weights bit for bit: same logits.
   const model_config c = preset("tiny");
@@ -202,10 +259,10 @@ TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
 TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
   const model_config c = preset("llama-3.1-8b");
-  constexpr std::int64_t context = 512, steps = 32;
+  constexpr std::int64_t context = 512, steps = 32, record_steps = 8;
   engine_options opts;
   opts.batch = 1;
-  opts.max_context = context + 2 * steps + 8;
+  opts.max_context = context + 2 * steps + record_steps + 8;
   opts.max_prompt = context;
   const double needed = weight_bytes(c, dtype::bf16) + kv_bytes_per_token(c, dtype::bf16) * opts.max_context +
                         2.0 * (1 << 30);
@@ -237,6 +294,30 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
     EXPECT_GT(ms, 0);
   }
   EXPECT_EQ(eng.read_ids().size(), 1u);
+
+  // Where a step's time goes: eager steps with every part in a recorder scope (device time from
+  // the backend's clock). Per step: each stage's device time, the weight bytes it declares (for a
+  // block, its parts' sum; attention: the cache it reads) and the bandwidth that makes.
+  itera::stage_recorder rec(m_dev->clock(), &m_dev->memory_tracking());
+  for (std::int64_t i = 0; i < record_steps; ++i) eng.decode_device(&rec);
+  eng.synchronize();
+  const auto stages = rec.finish();
+  std::printf("decode step by stage (%lld eager steps, device time: %s)\n", static_cast<long long>(record_steps),
+              stages.empty() ? "none" : stages.front().device_time_method.c_str());
+  std::printf("  %-30s %6s %12s %12s %10s\n", "stage", "calls", "us/step", "MB/step", "GB/s");
+  double total_us = 0;
+  for (const auto& st : stages) {
+    double bytes = 0;
+    for (const auto& other : stages)
+      if (other.path == st.path || other.path.rfind(st.path + "/", 0) == 0) bytes += other.bytes_read;
+    const double us = st.device_ns < 0 ? -1 : st.device_ns / 1e3 / static_cast<double>(record_steps);
+    const double mb = bytes / 1e6 / static_cast<double>(record_steps);
+    if (st.depth == 0 && us > 0) total_us += us;
+    std::printf("  %-30s %6llu %12.2f %12.3f %10.0f\n", (std::string(2 * static_cast<std::size_t>(st.depth), ' ') + st.path).c_str(),
+                static_cast<unsigned long long>(st.calls / static_cast<std::uint64_t>(record_steps)), us, mb,
+                us > 0 ? mb * 1e6 / (us * 1e3) : 0.0);
+  }
+  std::printf("  %-30s %6s %12.2f\n", "sum of top-level stages", "", total_us);
 }
 
 #endif

@@ -30,6 +30,7 @@
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
 #include "itera/cuda/check.hpp"
+#include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
 #include "workloads/gemm/gemm.hpp"
@@ -284,21 +285,10 @@ void decode(cudaDataType_t type, const std::uint8_t* raw, std::uint64_t count, d
 // ---------------------------------------------------------------------------------------------
 // cuBLASLt objects
 
-struct lt_deleter {
-  void operator()(cublasLtMatmulDescOpaque_t* p) const { (void)cublasLtMatmulDescDestroy(p); }
-  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { (void)cublasLtMatrixLayoutDestroy(p); }
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
-};
-using matmul_desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, lt_deleter>;
-using matrix_layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, lt_deleter>;
-using matmul_preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, lt_deleter>;
-
-matrix_layout make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
-                                                static_cast<std::uint64_t>(cols), ld));
-  return matrix_layout(layout);
-}
+using cuda::make_layout;
+using cuda::matmul_desc;
+using cuda::matmul_preference;
+using cuda::matrix_layout;
 
 std::string cublaslt_version() {
   const std::size_t v = cublasLtGetVersion();

@@ -6,7 +6,9 @@
 // one vector. A fused part is its tensors one after another, so each tensor lands at one offset
 // whether uploaded from a holder or generated on the device from its own stream.
 //
-// Matrix products, as in gemm_cuda.cu, in cuBLASLt's TN form: A = W stored K x M column-major (its
+// Matrix products of at most k::gemv_max_tokens rows (decode at small batch) run in the
+// bandwidth-bound gemv kernel (src/kernels/llm_kernels.cuh); the others, as in gemm_cuda.cu, in
+// cuBLASLt's TN form: A = W stored K x M column-major (its
 // [out][in] rows) used transposed, B = activations [T][K] (K x T column-major), D = [T][M] (M x T
 // column-major). bf16 inputs, fp32 compute; D bf16 (qkv, gate/up) or fp32 (o and down adding into
 // the residual with beta = 1, the logits with beta = 0).
@@ -22,12 +24,16 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include "itera/core/errors.hpp"
+#include "itera/core/recorder.hpp"
 #include "itera/cuda/check.hpp"
 #include "itera/cuda/cuda_backend.hpp"
+#include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
 #include "src/kernels/llm_kernels.cuh"
@@ -43,21 +49,10 @@ using cuda::cat;
 using cuda::cuda_backend;
 using cuda::device_buffer;
 
-struct lt_deleter {
-  void operator()(cublasLtMatmulDescOpaque_t* p) const { (void)cublasLtMatmulDescDestroy(p); }
-  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { (void)cublasLtMatrixLayoutDestroy(p); }
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
-};
-using matmul_desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, lt_deleter>;
-using matrix_layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, lt_deleter>;
-using matmul_preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, lt_deleter>;
-
-matrix_layout make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
-                                                static_cast<std::uint64_t>(cols), ld));
-  return matrix_layout(layout);
-}
+using cuda::make_layout;
+using cuda::matmul_desc;
+using cuda::matmul_preference;
+using cuda::matrix_layout;
 
 // A named holder: nvcc 13.0 crashes on containers of the anonymous cublasLtMatmulAlgo_t (gemm_cuda.cu).
 struct algorithm {
@@ -68,6 +63,17 @@ struct gemm_plan {
   matmul_desc op;
   matrix_layout a, b, d;
   algorithm chosen{};
+};
+
+// A recorder scope when there is a recorder, nothing otherwise.
+struct stage {
+  std::optional<stage_recorder::scope> scope;
+  stage(stage_recorder* rec, std::string_view name) {
+    if (rec) scope.emplace(rec->enter(name));
+  }
+  void read(double bytes) {
+    if (scope) scope->add_bytes_read(bytes);
+  }
 };
 
 constexpr std::uint64_t arena_alignment = 256;
@@ -250,9 +256,18 @@ struct cuda_engine::impl {
     return plans.emplace(key, std::move(p)).first->second;
   }
 
+  // Whether out[n][m] = in[n][kk] W^T runs in the bandwidth-bound gemv kernel (few rows) rather than cuBLASLt.
+  static bool small(std::int64_t n, std::int64_t kk, const bf16* w, const bf16* in) {
+    return k::gemv_supported(n, kk, w, in);
+  }
+
   // out[n][m] = beta * out + in[n][kk] W^T, W [m][kk].
   void gemm(const bf16* w, std::int64_t m, std::int64_t kk, const bf16* in, std::int64_t n, void* out, bool fp32_out,
             float beta) {
+    if (small(n, kk, w, in)) {
+      k::gemv(w, m, kk, in, n, out, fp32_out, beta, dev.stream());
+      return;
+    }
     gemm_plan& p = plan_for(m, n, kk, fp32_out);
     const float alpha = 1.0f;
     ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w, p.a.get(), in, p.b.get(), &beta, out,
@@ -267,41 +282,101 @@ struct cuda_engine::impl {
 
   // One forward pass over batch x rows_per_seq rows whose ids are in `tokens`; the logits of every
   // row (all) or of each sequence's last row; the argmax of each sequence's last row into tokens[0..batch).
-  void forward(std::int64_t rows_per_seq, bool all) {
+  //
+  // With a recorder (eager steps only, never under capture), each part runs in a named scope that
+  // declares the weight bytes it reads (the attention scope: the cache bytes, from the host length).
+  void forward(std::int64_t rows_per_seq, bool all, stage_recorder* rec = nullptr) {
     const cudaStream_t s = dev.stream();
     const std::int64_t rows = o.batch * rows_per_seq, hidden = c.hidden, inter = c.intermediate;
     const auto eps = static_cast<float>(c.rms_norm_eps);
+    const auto wbytes = [](std::int64_t elements) { return 2.0 * static_cast<double>(elements); };  // bf16
     k::attention_shape sh = shape;
     sh.rows_per_seq = rows_per_seq;
     const auto* ids = tokens.as<std::int32_t>();
     auto* lens = lengths.as<std::int32_t>();
-    k::embed(ids, w_at(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
+    {
+      stage st(rec, "embed");
+      st.read(wbytes(rows * hidden));
+      k::embed(ids, w_at(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
+    }
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
-      k::rms_norm(x.as<float>(), 1, 0, w_at(lo.input_norm), h.as<bf16>(), rows, hidden, eps, s);
-      gemm(w_at(lo.wqkv), qkv_width, hidden, h.as<bf16>(), rows, qkv.data(), false, 0.0f);
-      k::bias_rope_store(qkv.as<bf16>(), c.attention_bias ? w_at(lo.bqkv) : nullptr, inv_freq.as<float>(), lens, rows,
-                         sh, cache_at(k_cache, l), cache_at(v_cache, l), s);
-      k::attention(qkv.as<bf16>(), cache_at(k_cache, l), cache_at(v_cache, l), lens, rows, sh, attention_scale,
-                   attn.as<bf16>(), s);
-      gemm(w_at(lo.wo), hidden, c.q_dim(), attn.as<bf16>(), rows, x.data(), true, 1.0f);
-      k::rms_norm(x.as<float>(), 1, 0, w_at(lo.post_norm), h.as<bf16>(), rows, hidden, eps, s);
-      gemm(w_at(lo.wgu), 2 * inter, hidden, h.as<bf16>(), rows, gate_up.data(), false, 0.0f);
-      k::swiglu(gate_up.as<bf16>(), act.as<bf16>(), rows, inter, s);
-      gemm(w_at(lo.wdown), hidden, inter, act.as<bf16>(), rows, x.data(), true, 1.0f);
+      {
+        stage block(rec, "attention_block");
+        {
+          stage st(rec, "norm");
+          st.read(wbytes(hidden));
+          k::rms_norm(x.as<float>(), 1, 0, w_at(lo.input_norm), h.as<bf16>(), rows, hidden, eps, s);
+        }
+        {
+          stage st(rec, "qkv");
+          st.read(wbytes(qkv_width * hidden));
+          gemm(w_at(lo.wqkv), qkv_width, hidden, h.as<bf16>(), rows, qkv.data(), false, 0.0f);
+        }
+        {
+          stage st(rec, "rope");
+          if (c.attention_bias) st.read(wbytes(qkv_width));
+          k::bias_rope_store(qkv.as<bf16>(), c.attention_bias ? w_at(lo.bqkv) : nullptr, inv_freq.as<float>(), lens,
+                             rows, sh, cache_at(k_cache, l), cache_at(v_cache, l), s);
+        }
+        {
+          stage st(rec, "attention");
+          st.read(wbytes(o.batch * 2 * c.kv_dim() * std::min(length + rows_per_seq, o.max_context)));
+          k::attention(qkv.as<bf16>(), cache_at(k_cache, l), cache_at(v_cache, l), lens, rows, sh, attention_scale,
+                       attn.as<bf16>(), s);
+        }
+        {
+          stage st(rec, "o_proj");
+          st.read(wbytes(hidden * c.q_dim()));
+          gemm(w_at(lo.wo), hidden, c.q_dim(), attn.as<bf16>(), rows, x.data(), true, 1.0f);
+        }
+      }
+      stage block(rec, "mlp_block");
+      {
+        stage st(rec, "norm");
+        st.read(wbytes(hidden));
+        k::rms_norm(x.as<float>(), 1, 0, w_at(lo.post_norm), h.as<bf16>(), rows, hidden, eps, s);
+      }
+      {
+        stage st(rec, "gate_up");
+        st.read(wbytes(2 * inter * hidden));
+        gemm(w_at(lo.wgu), 2 * inter, hidden, h.as<bf16>(), rows, gate_up.data(), false, 0.0f);
+      }
+      {
+        stage st(rec, "swiglu");
+        k::swiglu(gate_up.as<bf16>(), act.as<bf16>(), rows, inter, s);
+      }
+      {
+        stage st(rec, "down");
+        st.read(wbytes(hidden * inter));
+        gemm(w_at(lo.wdown), hidden, inter, act.as<bf16>(), rows, x.data(), true, 1.0f);
+      }
     }
     auto* next = tokens.as<std::int32_t>();
-    if (all) {
-      k::rms_norm(x.as<float>(), 1, 0, w_at(off_final_norm), h.as<bf16>(), rows, hidden, eps, s);
-      gemm(w_at(off_lm_head), c.vocab, hidden, h.as<bf16>(), rows, logits.data(), true, 0.0f);
-      k::argmax(logits.as<float>(), rows_per_seq, rows_per_seq - 1, o.batch, c.vocab, next, s);
-    } else {
-      k::rms_norm(x.as<float>(), rows_per_seq, rows_per_seq - 1, w_at(off_final_norm), h.as<bf16>(), o.batch, hidden,
-                  eps, s);
-      gemm(w_at(off_lm_head), c.vocab, hidden, h.as<bf16>(), o.batch, logits.data(), true, 0.0f);
-      k::argmax(logits.as<float>(), 1, 0, o.batch, c.vocab, next, s);
+    const std::int64_t head_rows = all ? rows : o.batch;
+    {
+      stage block(rec, "lm_head_block");
+      {
+        stage st(rec, "final_norm");
+        st.read(wbytes(hidden));
+        if (all)
+          k::rms_norm(x.as<float>(), 1, 0, w_at(off_final_norm), h.as<bf16>(), rows, hidden, eps, s);
+        else
+          k::rms_norm(x.as<float>(), rows_per_seq, rows_per_seq - 1, w_at(off_final_norm), h.as<bf16>(), o.batch,
+                      hidden, eps, s);
+      }
+      stage st(rec, "lm_head");
+      st.read(wbytes(c.vocab * hidden));
+      gemm(w_at(off_lm_head), c.vocab, hidden, h.as<bf16>(), head_rows, logits.data(), true, 0.0f);
     }
-    k::advance(lens, o.batch, static_cast<std::int32_t>(rows_per_seq), s);
+    {
+      stage st(rec, "argmax");
+      if (all)
+        k::argmax(logits.as<float>(), rows_per_seq, rows_per_seq - 1, o.batch, c.vocab, next, s);
+      else
+        k::argmax(logits.as<float>(), 1, 0, o.batch, c.vocab, next, s);
+      k::advance(lens, o.batch, static_cast<std::int32_t>(rows_per_seq), s);
+    }
   }
 
   void check_ids(std::span<const std::int32_t> ids) const {
@@ -326,11 +401,15 @@ struct cuda_engine::impl {
 
   void capture() {
     if (graph_exec) return;
-    // Plans first: the capture then records launches only.
-    for (const auto& [m, kk, fp32] : {std::tuple{qkv_width, c.hidden, false}, std::tuple{c.hidden, c.q_dim(), true},
-                                      std::tuple{2 * c.intermediate, c.hidden, false},
-                                      std::tuple{c.hidden, c.intermediate, true}, std::tuple{c.vocab, c.hidden, true}})
-      (void)plan_for(m, o.batch, kk, fp32);
+    // Plans first (for the products cuBLASLt runs): the capture then records launches only.
+    const std::tuple<std::int64_t, std::int64_t, bool, const bf16*> products[] = {
+        {qkv_width, c.hidden, false, h.as<bf16>()},
+        {c.hidden, c.q_dim(), true, attn.as<bf16>()},
+        {2 * c.intermediate, c.hidden, false, h.as<bf16>()},
+        {c.hidden, c.intermediate, true, act.as<bf16>()},
+        {c.vocab, c.hidden, true, h.as<bf16>()}};
+    for (const auto& [m, kk, fp32, in] : products)
+      if (!small(o.batch, kk, weights.as<bf16>(), in)) (void)plan_for(m, o.batch, kk, fp32);
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -402,9 +481,9 @@ std::vector<float> cuda_engine::decode_step(std::span<const std::int32_t> ids) {
   return m->read_logits(m->o.batch);
 }
 
-void cuda_engine::decode_device() {
+void cuda_engine::decode_device(stage_recorder* recorder) {
   m->check_room(1);
-  m->forward(1, false);
+  m->forward(1, false, recorder);
   ++m->length;
 }
 
@@ -453,5 +532,40 @@ std::vector<std::int32_t> cuda_engine::read_ids() {
 std::int64_t cuda_engine::length() const { return m->length; }
 
 void cuda_engine::synchronize() { ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream())); }
+
+
+std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std::int64_t out_rows, std::int64_t in,
+                              std::span<const std::uint16_t> x, std::int64_t tokens, bool fp32_out,
+                              std::span<const float> out_init) {
+  cuda_backend& dev = cuda::as_cuda(d);
+  const auto out_count = static_cast<std::size_t>(out_rows * tokens);
+  if (static_cast<std::int64_t>(w.size()) != out_rows * in || static_cast<std::int64_t>(x.size()) != tokens * in)
+    throw usage_error(cat("llm small_gemm: ", w.size(), " weights and ", x.size(), " inputs for ", out_rows, " x ", in,
+                          " and ", tokens, " tokens"));
+  if (!out_init.empty() && (!fp32_out || out_init.size() != out_count))
+    throw usage_error("llm small_gemm: an initial output needs fp32 output of the full size");
+  dev.make_current();
+  const cudaStream_t s = dev.stream();
+  device_buffer dw = dev.allocate(w.size_bytes()), dx = dev.allocate(x.size_bytes());
+  device_buffer dout = dev.allocate(out_count * (fp32_out ? 4 : 2));
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(dw.data(), w.data(), w.size_bytes(), cudaMemcpyHostToDevice, s));
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.data(), x.size_bytes(), cudaMemcpyHostToDevice, s));
+  if (out_init.empty())
+    ITERA_CUDA_CHECK(cudaMemsetAsync(dout.data(), 0xff, dout.bytes(), s));  // NaN in fp32 and in bf16
+  else
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(dout.data(), out_init.data(), out_init.size_bytes(), cudaMemcpyHostToDevice, s));
+  k::gemv(dw.as<bf16>(), out_rows, in, dx.as<bf16>(), tokens, dout.data(), fp32_out, out_init.empty() ? 0.0f : 1.0f, s);
+  std::vector<float> out(out_count);
+  if (fp32_out) {
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(out.data(), dout.data(), dout.bytes(), cudaMemcpyDeviceToHost, s));
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  } else {
+    std::vector<std::uint16_t> bits(out_count);
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(bits.data(), dout.data(), dout.bytes(), cudaMemcpyDeviceToHost, s));
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (std::size_t i = 0; i < out_count; ++i) out[i] = gemm::numeric::bf16_to_float(bits[i]);
+  }
+  return out;
+}
 
 }  // namespace itera::llm

@@ -25,6 +25,10 @@
 #include "workloads/llm/model.hpp"
 #include "workloads/llm/weights.hpp"
 
+namespace itera {
+class stage_recorder;
+}
+
 namespace itera::llm {
 
 struct engine_options {
@@ -42,6 +46,14 @@ struct engine_memory {
   std::uint64_t workspace = 0;    // the backend's cuBLASLt workspace (allocated by the backend)
   std::uint64_t total() const { return weights + kv_cache + activations + workspace; }
 };
+
+// The small-token product the engine runs for at most 8 rows (decode), on its own, for tests:
+// returns out[t * out_rows + o] = sum_i w[o][i] x[t][i] (+ out_init[t * out_rows + o] when fp32_out
+// and out_init is not empty: beta = 1) as fp32 (bf16 output widened). w: bf16 bits [out_rows][in],
+// x: bf16 bits [tokens][in]. The output is poisoned (NaN) before the run.
+std::vector<float> small_gemm(backend& dev, std::span<const std::uint16_t> w, std::int64_t out_rows, std::int64_t in,
+                              std::span<const std::uint16_t> x, std::int64_t tokens, bool fp32_out,
+                              std::span<const float> out_init = {});
 
 class cuda_engine {
  public:
@@ -70,8 +82,12 @@ class cuda_engine {
 
   // One decode step on the ids already on the device, enqueued on the backend's stream without
   // waiting: writes the argmax ids back over them and advances every sequence by one. Lengths
-  // are checked on the host (each call counts as one token).
-  void decode_device();
+  // are checked on the host (each call counts as one token). With a recorder, each part of the
+  // step (embed, attention_block/{norm, qkv, rope, attention, o_proj}, mlp_block/{norm, gate_up,
+  // swiglu, down}, lm_head_block/{final_norm, lm_head}, argmax) opens a scope in it that declares
+  // the weight bytes it reads (attention: the cache bytes); the recorder's own cost, two clock
+  // reads per scope, lands in the step.
+  void decode_device(stage_recorder* recorder = nullptr);
 
   // Captures decode_device() into a CUDA graph (once) and launches it: the same work in one launch.
   void decode_graph();

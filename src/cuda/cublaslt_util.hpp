@@ -1,0 +1,30 @@
+#pragma once
+// cuBLASLt object holders shared by the cuda workloads (workloads/gemm/gemm_cuda.cu,
+// workloads/llm/llm_cuda.cu): owning pointers to the descriptors and a checked layout maker.
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "itera/cuda/check.hpp"
+
+namespace itera::cuda {
+
+struct lt_deleter {
+  void operator()(cublasLtMatmulDescOpaque_t* p) const { (void)cublasLtMatmulDescDestroy(p); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { (void)cublasLtMatrixLayoutDestroy(p); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
+};
+using matmul_desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, lt_deleter>;
+using matrix_layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, lt_deleter>;
+using matmul_preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, lt_deleter>;
+
+// A column-major `rows` x `cols` matrix of `type` with leading dimension `ld` (elements).
+inline matrix_layout make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
+                                                static_cast<std::uint64_t>(cols), ld));
+  return matrix_layout(layout);
+}
+
+}  // namespace itera::cuda
