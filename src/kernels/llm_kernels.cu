@@ -2,6 +2,7 @@
 // reference first (tests/device/test_llm_device.cpp); tuning comes later.
 #include "src/kernels/llm_kernels.cuh"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -75,17 +76,60 @@ __global__ void embed_kernel(const std::int32_t* tokens, const bf16* table, floa
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = __bfloat162float(row[i]);
 }
 
-__global__ void rms_norm_kernel(const float* x, std::int64_t in_stride, std::int64_t in_offset, const bf16* weight,
-                                bf16* out, std::int64_t hidden, float eps) {
+constexpr int rms_threads = 512;
+constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers between the two passes
+
+// One block per row. Vector path (hidden % 4 == 0, 16-byte aligned rows): each thread loads its
+// chunks (all in flight at once) and keeps them for the scaling pass; chunks past
+// rms_cached * blockDim are read again. Scalar path otherwise.
+__global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, std::int64_t in_stride,
+                                                               std::int64_t in_offset, const bf16* weight, bf16* out,
+                                                               std::int64_t hidden, float eps, bool vec) {
   __shared__ float scratch[32];
   const std::int64_t r = blockIdx.x;
   const float* in = x + (r * in_stride + in_offset) * hidden;
+  bf16* o = out + r * hidden;
   float ss = 0;
+  if (vec) {
+    const std::int64_t n4 = hidden / 4;
+    const auto* in4 = reinterpret_cast<const float4*>(in);
+    float4 cache[rms_cached];
+#pragma unroll
+    for (int k = 0; k < rms_cached; ++k) {
+      const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
+      cache[k] = c < n4 ? in4[c] : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < rms_cached; ++k)
+      ss += cache[k].x * cache[k].x + cache[k].y * cache[k].y + cache[k].z * cache[k].z + cache[k].w * cache[k].w;
+    for (std::int64_t c = threadIdx.x + static_cast<std::int64_t>(rms_cached) * blockDim.x; c < n4; c += blockDim.x) {
+      const float4 v = in4[c];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = block_sum(ss, scratch);
+    const float scale = rsqrtf(ss / static_cast<float>(hidden) + eps);
+    const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(weight);
+    auto* o2 = reinterpret_cast<__nv_bfloat162*>(o);
+    const auto store = [&](std::int64_t c, const float4& v) {
+      const float2 wa = __bfloat1622float2(w2[2 * c]), wb = __bfloat1622float2(w2[2 * c + 1]);
+      o2[2 * c] = __halves2bfloat162(__float2bfloat16_rn(wa.x * (v.x * scale)), __float2bfloat16_rn(wa.y * (v.y * scale)));
+      o2[2 * c + 1] =
+          __halves2bfloat162(__float2bfloat16_rn(wb.x * (v.z * scale)), __float2bfloat16_rn(wb.y * (v.w * scale)));
+    };
+#pragma unroll
+    for (int k = 0; k < rms_cached; ++k) {
+      const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
+      if (c < n4) store(c, cache[k]);
+    }
+    for (std::int64_t c = threadIdx.x + static_cast<std::int64_t>(rms_cached) * blockDim.x; c < n4; c += blockDim.x)
+      store(c, in4[c]);
+    return;
+  }
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) ss += in[i] * in[i];
   ss = block_sum(ss, scratch);
   const float scale = rsqrtf(ss / static_cast<float>(hidden) + eps);
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
-    out[r * hidden + i] = __float2bfloat16_rn(__bfloat162float(weight[i]) * (in[i] * scale));
+    o[i] = __float2bfloat16_rn(__bfloat162float(weight[i]) * (in[i] * scale));
 }
 
 __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, std::int64_t t, std::int64_t per_seq,
@@ -94,6 +138,8 @@ __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, 
   return static_cast<std::int64_t>(start[*seq]) + t % per_seq;
 }
 
+// Grid (row, slice): the row's work items, (heads + kv_heads) * half rotations then kv_dim value
+// copies, spread over the slices' threads, one item per thread when the grid covers the row.
 __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
                                        attention_shape s, bf16* k_cache, bf16* v_cache) {
   const std::int64_t t = blockIdx.x;
@@ -106,32 +152,35 @@ __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float*
   const auto value = [&](std::int64_t col) {
     return __bfloat162float(row[col]) + (bias ? __bfloat162float(bias[col]) : 0.0f);
   };
-  // q and k heads: one thread per rotated pair.
-  const std::int64_t pairs = (s.heads + s.kv_heads) * half;
-  for (std::int64_t idx = threadIdx.x; idx < pairs; idx += blockDim.x) {
-    const std::int64_t head = idx / half, i = idx % half;
-    const bool is_q = head < s.heads;
-    const std::int64_t col = is_q ? head * hd : q_dim + (head - s.heads) * hd;
-    const float x1 = value(col + i), x2 = value(col + i + half);
-    // As the reference: the angle in fp32, its cosine and sine through double, rounded to fp32.
-    const float angle = static_cast<float>(pos) * inv_freq[i];
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    const float sn = static_cast<float>(sin(static_cast<double>(angle)));
-    const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
-    if (is_q) {
-      row[col + i] = __float2bfloat16_rn(y1);
-      row[col + i + half] = __float2bfloat16_rn(y2);
-    } else if (in_cache) {
-      const std::int64_t kvh = head - s.heads;
-      bf16* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
-      dst[i] = __float2bfloat16_rn(y1);
-      dst[i + half] = __float2bfloat16_rn(y2);
+  const std::int64_t pairs = (s.heads + s.kv_heads) * half, items = pairs + kv_dim;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.x;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; idx < items;
+       idx += stride) {
+    if (idx < pairs) {  // q and k heads: one rotated pair
+      const std::int64_t head = idx / half, i = idx % half;
+      const bool is_q = head < s.heads;
+      if (!is_q && !in_cache) continue;
+      const std::int64_t col = is_q ? head * hd : q_dim + (head - s.heads) * hd;
+      const float x1 = value(col + i), x2 = value(col + i + half);
+      // The angle in fp32 as the reference; its cosine and sine in fp32 (the reference rounds
+      // double ones: within an ulp or two).
+      const float angle = static_cast<float>(pos) * inv_freq[i];
+      float sn = 0, c = 0;
+      sincosf(angle, &sn, &c);
+      const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
+      if (is_q) {
+        row[col + i] = __float2bfloat16_rn(y1);
+        row[col + i + half] = __float2bfloat16_rn(y2);
+      } else {
+        const std::int64_t kvh = head - s.heads;
+        bf16* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
+        dst[i] = __float2bfloat16_rn(y1);
+        dst[i + half] = __float2bfloat16_rn(y2);
+      }
+    } else if (in_cache) {  // a value copied into the cache
+      const std::int64_t v_idx = idx - pairs, kvh = v_idx / hd, d = v_idx % hd;
+      v_cache[((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d] = __float2bfloat16_rn(value(q_dim + kv_dim + v_idx));
     }
-  }
-  if (!in_cache) return;
-  for (std::int64_t idx = threadIdx.x; idx < kv_dim; idx += blockDim.x) {
-    const std::int64_t kvh = idx / hd, d = idx % hd;
-    v_cache[((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d] = __float2bfloat16_rn(value(q_dim + kv_dim + idx));
   }
 }
 
@@ -188,35 +237,79 @@ __global__ void swiglu_kernel(const bf16* gate_up, bf16* act, std::int64_t rows,
   }
 }
 
-__global__ void argmax_kernel(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t vocab,
-                              std::int32_t* out) {
-  __shared__ float best_value[block_threads];
-  __shared__ std::int64_t best_index[block_threads];
+constexpr int argmax_threads = 1024;
+constexpr int argmax_unroll = 8;
+
+// (value, index) better than (bv, bi) for a thread scanning in increasing index order: strictly
+// larger, or the first value seen (bi == none).
+__device__ __forceinline__ void argmax_take(float v, std::int64_t i, std::int64_t none, float& bv, std::int64_t& bi) {
+  if (v > bv || (bi == none && !(v < bv))) {
+    bv = v;
+    bi = i;
+  }
+}
+
+// Merge of two partial results: the larger value, the smaller index on ties; "none" loses.
+__device__ __forceinline__ void argmax_merge(float ov, std::int64_t oi, std::int64_t none, float& bv,
+                                             std::int64_t& bi) {
+  if (oi != none && (bi == none || ov > bv || (ov == bv && oi < bi))) {
+    bv = ov;
+    bi = oi;
+  }
+}
+
+// One block of 1024 threads per row; 16-byte loads (argmax_unroll in flight per thread) when the
+// row is 16-byte aligned and vocab % 4 == 0, scalar loads otherwise; warp shuffles then one
+// shared-memory pass to merge.
+__global__ void __launch_bounds__(argmax_threads) argmax_kernel(const float* logits, std::int64_t in_stride,
+                                                                std::int64_t in_offset, std::int64_t vocab,
+                                                                std::int32_t* out, bool vec) {
+  __shared__ float warp_value[32];
+  __shared__ std::int64_t warp_index[32];
   const float* row = logits + (static_cast<std::int64_t>(blockIdx.x) * in_stride + in_offset) * vocab;
+  const std::int64_t none = vocab;  // "none yet": larger than every index
   float bv = -INFINITY;
-  std::int64_t bi = vocab;  // "none yet": larger than every index
-  for (std::int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
-    if (row[i] > bv || (bi == vocab && !(row[i] < bv))) {  // strictly larger, or the first value seen
-      bv = row[i];
-      bi = i;
-    }
-  best_value[threadIdx.x] = bv;
-  best_index[threadIdx.x] = bi;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half >>= 1) {
-    if (static_cast<int>(threadIdx.x) < half) {
-      const float ov = best_value[threadIdx.x + half];
-      const std::int64_t oi = best_index[threadIdx.x + half];
-      const float mv = best_value[threadIdx.x];
-      const std::int64_t mi = best_index[threadIdx.x];
-      if (oi != vocab && (mi == vocab || ov > mv || (ov == mv && oi < mi))) {
-        best_value[threadIdx.x] = ov;
-        best_index[threadIdx.x] = oi;
+  std::int64_t bi = none;
+  if (vec) {
+    const auto* row4 = reinterpret_cast<const float4*>(row);
+    const std::int64_t n4 = vocab / 4, step = static_cast<std::int64_t>(blockDim.x);
+    for (std::int64_t base = threadIdx.x; base < n4; base += step * argmax_unroll) {
+      float4 v[argmax_unroll];
+#pragma unroll
+      for (int u = 0; u < argmax_unroll; ++u) {
+        const std::int64_t c = base + u * step;
+        v[u] = c < n4 ? __ldg(row4 + c) : make_float4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < argmax_unroll; ++u) {
+        const std::int64_t c = base + u * step;
+        if (c < n4) {
+          argmax_take(v[u].x, 4 * c, none, bv, bi);
+          argmax_take(v[u].y, 4 * c + 1, none, bv, bi);
+          argmax_take(v[u].z, 4 * c + 2, none, bv, bi);
+          argmax_take(v[u].w, 4 * c + 3, none, bv, bi);
+        }
       }
     }
-    __syncthreads();
+  } else {
+    for (std::int64_t i = threadIdx.x; i < vocab; i += blockDim.x) argmax_take(row[i], i, none, bv, bi);
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<std::int32_t>(best_index[0] == vocab ? 0 : best_index[0]);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const auto oi = static_cast<std::int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(bi), o));
+    argmax_merge(ov, oi, none, bv, bi);
+  }
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  if (lane == 0) {
+    warp_value[warp] = bv;
+    warp_index[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int warps = static_cast<int>((blockDim.x + 31) >> 5);
+    for (int w = 1; w < warps; ++w) argmax_merge(warp_value[w], warp_index[w], none, bv, bi);
+    out[blockIdx.x] = static_cast<std::int32_t>(bi == none ? 0 : bi);
+  }
 }
 
 __global__ void advance_kernel(std::int32_t* length, std::int64_t count, std::int32_t by) {
@@ -339,6 +432,214 @@ void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* o
     gemv_kernel<T, false><<<blocks, gemv_threads, 0, stream>>>(w, out_rows, chunks, x, out, beta);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Decode attention (flash-decoding). One cluster of decode_splits blocks per (row, kv head): block z
+// takes a contiguous slice of the row's keys and serves the whole group of query heads sharing the
+// kv head. Head dims split over G = head_dim / V lanes (V bf16 per lane, one 8- or 16-byte load),
+// so a warp handles 32 / G keys side by side, U such passes in flight per iteration. Each
+// (warp, key lane-group) keeps an online softmax state (max, sum, V-weighted accumulator) per
+// query head; the block merges its states in shared memory, then block 0 of the cluster merges
+// the blocks' through distributed shared memory and writes the output. Merges run in a fixed
+// order, so results are deterministic.
+
+constexpr int decode_threads = 256;
+constexpr int decode_warps = decode_threads / 32;
+constexpr int decode_splits = 8;  // cluster size (portable maximum)
+constexpr int decode_unroll = 4;
+constexpr int decode_max_group = 8;
+
+template <int V>
+struct bf16_vec;
+template <>
+struct bf16_vec<4> {
+  using type = uint2;
+};
+template <>
+struct bf16_vec<8> {
+  using type = uint4;
+};
+
+template <int V>
+__device__ __forceinline__ void load_bf16(const bf16* p, float* f) {
+  if constexpr (V == 4) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    f[0] = __uint_as_float(v.x << 16);
+    f[1] = __uint_as_float(v.x & 0xffff0000u);
+    f[2] = __uint_as_float(v.y << 16);
+    f[3] = __uint_as_float(v.y & 0xffff0000u);
+  } else {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    unpack8(v, f);
+  }
+}
+
+// Shared memory of the decode kernel: per block state (warps * 32/G states x group x (head_dim + 2)
+// floats), then the block's merged state (group x (head_dim + 2) floats).
+std::size_t decode_shared_bytes(std::int64_t head_dim, std::int64_t group, int lanes_per_key) {
+  const auto states = static_cast<std::size_t>(decode_warps * (32 / lanes_per_key));
+  return (states + 1) * static_cast<std::size_t>(group) * static_cast<std::size_t>(head_dim + 2) * sizeof(float);
+}
+
+template <int V, int G>
+__global__ void __cluster_dims__(1, 1, decode_splits) __launch_bounds__(decode_threads)
+    decode_attention_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
+                            const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start, attention_shape s,
+                            float scale, bf16* __restrict__ out) {
+  namespace cg = cooperative_groups;
+  constexpr int HD = V * G, KPW = 32 / G, U = decode_unroll, MG = decode_max_group, STATES = decode_warps * KPW;
+  extern __shared__ float shared[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int group = static_cast<int>(s.heads / s.kv_heads);
+  const std::int64_t t = blockIdx.x, kvh = blockIdx.y;
+  std::int64_t seq = 0;
+  const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
+  const std::int64_t keys = (pos < s.max_context ? pos : s.max_context - 1) + 1;
+  const std::int64_t chunk = (keys + decode_splits - 1) / decode_splits;
+  const std::int64_t begin = min(keys, static_cast<std::int64_t>(blockIdx.z) * chunk);
+  const std::int64_t end = min(keys, begin + chunk);
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int sub = lane / G, li = lane % G;  // key lane-group, lane within it
+  const std::int64_t q_dim = s.heads * HD, width = q_dim + 2 * s.kv_heads * HD;
+
+  float q[MG][V];
+#pragma unroll
+  for (int g = 0; g < MG; ++g) {
+    if (g < group) {
+      load_bf16<V>(qkv + t * width + (kvh * group + g) * HD + li * V, q[g]);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) q[g][v] = 0.0f;
+    }
+  }
+  float m[MG], l[MG], acc[MG][V];
+#pragma unroll
+  for (int g = 0; g < MG; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[g][v] = 0.0f;
+  }
+
+  const bf16* kb = k_cache + (seq * s.kv_heads + kvh) * s.max_context * HD + li * V;
+  const bf16* vb = v_cache + (seq * s.kv_heads + kvh) * s.max_context * HD + li * V;
+  for (std::int64_t j0 = begin + static_cast<std::int64_t>(warp) * KPW * U; j0 < end;
+       j0 += static_cast<std::int64_t>(decode_warps) * KPW * U) {
+    float kf[U][V], vf[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t j = j0 + u * KPW + sub;
+      if (j < end) {
+        load_bf16<V>(kb + j * HD, kf[u]);
+        load_bf16<V>(vb + j * HD, vf[u]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) kf[u][v] = vf[u][v] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < MG; ++g) {
+      if (g >= group) continue;
+      float sc[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float d = 0.0f;
+#pragma unroll
+        for (int v = 0; v < V; ++v) d = fmaf(q[g][v], kf[u][v], d);
+#pragma unroll
+        for (int o = G / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        sc[u] = j0 + u * KPW + sub < end ? d * scale : -INFINITY;
+      }
+      float mc = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u) mc = fmaxf(mc, sc[u]);
+      if (mc == -INFINITY) continue;  // no key yet for this lane-group
+      const float corr = expf(m[g] - mc);
+      m[g] = mc;
+      l[g] *= corr;
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[g][v] *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float p = expf(sc[u] - mc);
+        l[g] += p;
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[g][v] = fmaf(p, vf[u][v], acc[g][v]);
+      }
+    }
+  }
+
+  // This block's states: [state][g][HD + 2] (accumulator, then max and sum).
+  const int state = warp * KPW + sub;
+#pragma unroll
+  for (int g = 0; g < MG; ++g) {
+    if (g >= group) continue;
+    float* st = shared + (static_cast<std::size_t>(state) * group + g) * (HD + 2);
+#pragma unroll
+    for (int v = 0; v < V; ++v) st[li * V + v] = acc[g][v];
+    if (li == 0) {
+      st[HD] = m[g];
+      st[HD + 1] = l[g];
+    }
+  }
+  __syncthreads();
+  float* merged = shared + static_cast<std::size_t>(STATES) * group * (HD + 2);
+  for (int idx = static_cast<int>(threadIdx.x); idx < group * (HD + 2); idx += decode_threads) {
+    const int g = idx / (HD + 2), d = idx % (HD + 2);
+    float mx = -INFINITY;
+    for (int k = 0; k < STATES; ++k) mx = fmaxf(mx, shared[(static_cast<std::size_t>(k) * group + g) * (HD + 2) + HD]);
+    float r = mx;
+    if (d != HD) {
+      r = 0.0f;
+      for (int k = 0; k < STATES; ++k) {
+        const float* st = shared + (static_cast<std::size_t>(k) * group + g) * (HD + 2);
+        if (st[HD] != -INFINITY) r = fmaf(expf(st[HD] - mx), st[d], r);
+      }
+    }
+    merged[idx] = r;
+  }
+  cluster.sync();  // every block's merged state is written and visible across the cluster
+  if (cluster.block_rank() == 0) {
+    for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += decode_threads) {
+      const int g = idx / HD, d = idx % HD;
+      float mx = -INFINITY;
+      for (int b = 0; b < decode_splits; ++b) {
+        const float* other = cluster.map_shared_rank(merged, b);
+        mx = fmaxf(mx, other[g * (HD + 2) + HD]);
+      }
+      float num = 0.0f, den = 0.0f;
+      for (int b = 0; b < decode_splits; ++b) {
+        const float* other = cluster.map_shared_rank(merged, b) + g * (HD + 2);
+        if (other[HD] == -INFINITY) continue;
+        const float w = expf(other[HD] - mx);
+        num = fmaf(w, other[d], num);
+        den = fmaf(w, other[HD + 1], den);
+      }
+      out[t * q_dim + (kvh * group + g) * HD + d] = __float2bfloat16_rn(num / den);
+    }
+  }
+  cluster.sync();  // keep every block's shared memory alive until block 0 has read it
+}
+
+using decode_fn = void (*)(const bf16*, const bf16*, const bf16*, const std::int32_t*, attention_shape, float, bf16*);
+
+struct decode_choice {
+  decode_fn fn = nullptr;
+  int lanes_per_key = 0;
+};
+
+// The decode kernel for a shape, or none (fn null) when the shape is outside what it handles.
+decode_choice decode_kernel_for(const attention_shape& s) {
+  if (s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > decode_max_group) return {};
+  switch (s.head_dim) {
+    case 16: return {decode_attention_kernel<4, 4>, 4};
+    case 32: return {decode_attention_kernel<4, 8>, 8};
+    case 64: return {decode_attention_kernel<4, 16>, 16};
+    case 128: return {decode_attention_kernel<4, 32>, 32};
+    case 256: return {decode_attention_kernel<8, 32>, 32};
+    default: return {};
+  }
+}
+
 }  // namespace
 
 void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream) {
@@ -355,19 +656,29 @@ void embed(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t
 
 void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const bf16* weight, bf16* out,
               std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream) {
-  rms_norm_kernel<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(x, in_stride, in_offset, weight, out,
-                                                                             hidden, eps);
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
+  const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
+  rms_norm_kernel<<<static_cast<unsigned>(rows), rms_threads, 0, stream>>>(x, in_stride, in_offset, weight, out,
+                                                                           hidden, eps, vec);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
                      std::int64_t rows, const attention_shape& s, bf16* k_cache, bf16* v_cache, cudaStream_t stream) {
-  bias_rope_store_kernel<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(qkv, bias, inv_freq, start, s,
-                                                                                    k_cache, v_cache);
+  const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 2) + s.kv_heads * s.head_dim;
+  const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
+  bias_rope_store_kernel<<<grid, block_threads, 0, stream>>>(qkv, bias, inv_freq, start, s, k_cache, v_cache);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 void prepare_attention(const attention_shape& s) {
+  if (const decode_choice d = decode_kernel_for(s); d.fn) {
+    const std::size_t dbytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
+    if (dbytes > default_shared_bytes)
+      ITERA_CUDA_CHECK(
+          cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dbytes)));
+  }
   const std::size_t bytes = attention_shared_bytes(s);
   if (bytes <= default_shared_bytes) return;
   int device = 0, optin = 0;
@@ -384,6 +695,13 @@ void prepare_attention(const attention_shape& s) {
 
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
+  if (const decode_choice d = decode_kernel_for(s); d.fn && s.rows_per_seq == 1) {
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), decode_splits);
+    d.fn<<<grid, decode_threads, decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key), stream>>>(
+        qkv, k_cache, v_cache, start, s, scale, out);
+    ITERA_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.heads));
   attention_kernel<<<grid, attention_threads, attention_shared_bytes(s), stream>>>(qkv, k_cache, v_cache, start, s,
                                                                                    scale, out);
@@ -398,7 +716,9 @@ void swiglu(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t inte
 
 void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
             std::int32_t* out, cudaStream_t stream) {
-  argmax_kernel<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(logits, in_stride, in_offset, vocab, out);
+  const bool vec = vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
+  argmax_kernel<<<static_cast<unsigned>(rows), argmax_threads, 0, stream>>>(logits, in_stride, in_offset, vocab, out,
+                                                                            vec);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
