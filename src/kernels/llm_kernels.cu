@@ -421,10 +421,126 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const bf16* __restri
   }
 }
 
+// Split-K gemv for few output rows: a block of gemv_split_threads (8 warps) holds 8 / split groups
+// of R rows; the split warps of a group each stream a contiguous slice of K (a whole number of
+// 32-chunk steps where possible), then the group's partial sums are added in shared memory in
+// slice order (deterministic), and one thread per (row, token) writes the result.
+constexpr int gemv_split_threads = 256;
+constexpr int gemv_split_warps = gemv_split_threads / 32;
+// Warps wanted in flight: about 4 x 132 SMs x 16 warps on an H200.
+constexpr std::uint64_t gemv_target_warps = 8192;
+// Fewest 16-byte chunks per lane-row a slice keeps (one full unrolled step: 32 lanes x U).
+constexpr int gemv_min_slice = 32 * gemv_unroll;
+
+template <int T, bool F32>
+__global__ void __launch_bounds__(gemv_split_threads, 1)
+    gemv_split_kernel(const bf16* __restrict__ w, int out_rows, int chunks, int split, int slice,
+                      const bf16* __restrict__ x, void* __restrict__ out, float beta) {
+  constexpr int R = gemv_rows_per_warp, U = gemv_unroll, RT = R * T;
+  __shared__ float partial[gemv_split_warps][RT];
+  const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
+  const int groups = gemv_split_warps / split;
+  const int group = wib / split, part = wib % split;
+  const int row0 = (static_cast<int>(blockIdx.x) * groups + group) * R;
+  const int cbeg = min(chunks, part * slice), cend = min(chunks, cbeg + slice);
+  const uint4* wr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = min(row0 + r, out_rows - 1);  // rows past the end read a valid row, store nothing
+    wr[r] = reinterpret_cast<const uint4*>(w) + static_cast<std::size_t>(row) * chunks;
+  }
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  float acc[R][T];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+
+  for (int base = cbeg + lane; base < cend; base += 32 * U) {
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 32 * u;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = c < cend ? load_stream(wr[r] + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 32 * u;
+      if (c < cend) {
+        float wf[R][8];
+#pragma unroll
+        for (int r = 0; r < R; ++r) unpack8(wv[u][r], wf[r]);
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          float xf[8];
+          unpack8(__ldg(xr + static_cast<std::size_t>(t) * chunks + c), xf);
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wf[r][j], xf[j], acc[r][t]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], o);
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < T; ++t) partial[wib][r * T + t] = acc[r][t];
+  }
+  __syncthreads();
+  const int idx = static_cast<int>(threadIdx.x);
+  if (idx >= groups * RT) return;
+  const int g = idx / RT, k = idx % RT, r = k / T, t = k % T;
+  const int row = (static_cast<int>(blockIdx.x) * groups + g) * R + r;
+  if (row >= out_rows) return;
+  float sum = partial[g * split][k];
+  for (int p = 1; p < split; ++p) sum += partial[g * split + p][k];
+  const std::size_t at = static_cast<std::size_t>(t) * out_rows + row;
+  if constexpr (F32) {
+    float* o = static_cast<float*>(out);
+    o[at] = beta != 0.0f ? sum + beta * o[at] : sum;
+  } else {
+    static_cast<bf16*>(out)[at] = __float2bfloat16_rn(sum);
+  }
+}
+
+// Warps split K when the one-warp-per-R-rows grid is too small to keep enough bytes in flight:
+// the smallest power of two (at most 8) reaching gemv_target_warps, while each slice keeps at
+// least one full unrolled step. 1: the plain kernel.
+int gemv_split_for(int out_rows, int chunks) {
+  const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + gemv_rows_per_warp - 1) / gemv_rows_per_warp;
+  int split = 1;
+  while (split < gemv_split_warps && warps * static_cast<std::uint64_t>(split) < gemv_target_warps &&
+         chunks / (2 * split) >= gemv_min_slice)
+    split *= 2;
+  return split;
+}
+
 template <int T>
 void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* out, bool fp32_out, float beta,
                  cudaStream_t stream) {
   const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + gemv_rows_per_warp - 1) / gemv_rows_per_warp;
+  if (const int split = gemv_split_for(out_rows, chunks); split > 1) {
+    // Slices of whole 32-chunk steps (every lane the same trip count), the last one shorter.
+    const int slice = ((chunks + split - 1) / split + 31) / 32 * 32;
+    const auto per_block = static_cast<std::uint64_t>(gemv_split_warps / split);
+    const auto blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
+    if (fp32_out)
+      gemv_split_kernel<T, true><<<blocks, gemv_split_threads, 0, stream>>>(w, out_rows, chunks, split, slice, x, out,
+                                                                            beta);
+    else
+      gemv_split_kernel<T, false><<<blocks, gemv_split_threads, 0, stream>>>(w, out_rows, chunks, split, slice, x,
+                                                                             out, beta);
+    return;
+  }
   const auto blocks = static_cast<unsigned>((warps * 32 + gemv_threads - 1) / gemv_threads);
   if (fp32_out)
     gemv_kernel<T, true><<<blocks, gemv_threads, 0, stream>>>(w, out_rows, chunks, x, out, beta);
@@ -436,7 +552,7 @@ void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* o
 // Decode attention (flash-decoding). One cluster of decode_splits blocks per (row, kv head): block z
 // takes a contiguous slice of the row's keys and serves the whole group of query heads sharing the
 // kv head. Head dims split over G = head_dim / V lanes (V bf16 per lane, one 8- or 16-byte load),
-// so a warp handles 32 / G keys side by side, U such passes in flight per iteration. Each
+// so a warp handles 32 / G keys side by side, U (decode_unroll) such passes in flight per iteration. Each
 // (warp, key lane-group) keeps an online softmax state (max, sum, V-weighted accumulator) per
 // query head; the block merges its states in shared memory, then block 0 of the cluster merges
 // the blocks' through distributed shared memory and writes the output. Merges run in a fixed
@@ -445,7 +561,10 @@ void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* o
 constexpr int decode_threads = 256;
 constexpr int decode_warps = decode_threads / 32;
 constexpr int decode_splits = 8;  // cluster size (portable maximum)
-constexpr int decode_unroll = 4;
+// Key passes in flight per warp iteration: 8 for 8-byte lanes (head_dim <= 128), 4 for 16-byte
+// lanes (head_dim 256, register bound). More keys per pass, fewer dependent rounds at short context.
+template <int V>
+constexpr int decode_unroll = V == 4 ? 8 : 4;
 constexpr int decode_max_group = 8;
 
 template <int V>
@@ -486,7 +605,7 @@ __global__ void __cluster_dims__(1, 1, decode_splits) __launch_bounds__(decode_t
                             const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start, attention_shape s,
                             float scale, bf16* __restrict__ out) {
   namespace cg = cooperative_groups;
-  constexpr int HD = V * G, KPW = 32 / G, U = decode_unroll, MG = decode_max_group, STATES = decode_warps * KPW;
+  constexpr int HD = V * G, KPW = 32 / G, U = decode_unroll<V>, MG = decode_max_group, STATES = decode_warps * KPW;
   extern __shared__ float shared[];
   cg::cluster_group cluster = cg::this_cluster();
   const int group = static_cast<int>(s.heads / s.kv_heads);

@@ -67,6 +67,9 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
 // w bf16 [out_rows][in] row-major, x bf16 [tokens][in], fp32 accumulation; out fp32 (fp32_out) or
 // bf16 (beta must be 0). Each warp owns gemv_rows_per_warp consecutive output rows and streams them
 // with 16-byte loads, several in flight per lane; x is read through L1 (it is tokens * in * 2 bytes).
+// When out_rows is small, the warps of a block split K for the same rows (2, 4 or 8 slices, chosen
+// from out_rows and in only) and add their partial sums in shared memory in a fixed order, so a
+// shape's results are deterministic.
 // Needs 1 <= tokens <= gemv_max_tokens, in % 8 == 0 and w, x 16-byte aligned (gemv_supported).
 constexpr std::int64_t gemv_max_tokens = 8;
 constexpr int gemv_rows_per_warp = 2;
