@@ -55,7 +55,7 @@ command_fn add_bench(CLI::App& app, const std::string& command_line) {
       progress::log(fmt::format("itera: measuring ceilings on {} ({})", dev->device_name(), dev->name()));
       measure_ceilings(r, formats);
     }
-    for (const auto& [key, c] : r.ceilings()) set.ceilings.push_back(c);
+    set.ceilings = r.ceilings_in_order();
     set.cases = r.run(w, cases);
     write_results(std::cout, parse_output_format(o->format), {set});
     if (out) progress::log(fmt::format("itera: results in {}", out->path()));

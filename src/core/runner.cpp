@@ -147,6 +147,7 @@ runner::runner(backend& dev, run_options options, result_stream* out)
 
 void runner::add_ceiling(const ceiling& c) {
   m_ceilings[c.key] = c;
+  m_ceiling_order.push_back(c);
   if (m_out) m_out->write(c);
 }
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -600,10 +601,16 @@ std::size_t decode_shared_bytes(std::int64_t head_dim, std::int64_t group, int l
 }
 
 template <int V, int G>
-__global__ void __cluster_dims__(1, 1, decode_splits) __launch_bounds__(decode_threads)
+// Launched with a cluster of decode_splits blocks along z (cudaLaunchKernelEx in attention()): the
+// cluster is a launch attribute, not __cluster_dims__, which sm_80 and sm_89 builds refuse.
+__global__ void __launch_bounds__(decode_threads)
     decode_attention_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
                             const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start, attention_shape s,
                             float scale, bf16* __restrict__ out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // Thread block clusters exist from sm_90 on; decode_kernel_for never picks this kernel below.
+  __trap();
+#else
   namespace cg = cooperative_groups;
   constexpr int HD = V * G, KPW = 32 / G, U = decode_unroll<V>, MG = decode_max_group, STATES = decode_warps * KPW;
   extern __shared__ float shared[];
@@ -737,6 +744,7 @@ __global__ void __cluster_dims__(1, 1, decode_splits) __launch_bounds__(decode_t
     }
   }
   cluster.sync();  // keep every block's shared memory alive until block 0 has read it
+#endif
 }
 
 using decode_fn = void (*)(const bf16*, const bf16*, const bf16*, const std::int32_t*, attention_shape, float, bf16*);
@@ -746,9 +754,26 @@ struct decode_choice {
   int lanes_per_key = 0;
 };
 
-// The decode kernel for a shape, or none (fn null) when the shape is outside what it handles.
+// Whether the current device runs thread block clusters (compute capability 9.0 and later).
+bool device_has_clusters() {
+  constexpr int max_devices = 64;
+  static std::atomic<int> major[max_devices] = {};  // 0: not asked yet
+  int device = 0;
+  ITERA_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= max_devices) return false;
+  int m = major[device].load(std::memory_order_relaxed);
+  if (m == 0) {
+    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device));
+    major[device].store(m, std::memory_order_relaxed);
+  }
+  return m >= 9;
+}
+
+// The decode kernel for a shape, or none (fn null) when the shape is outside what it handles or
+// the device has no clusters (A100, L4, L40S: the general attention kernel runs there).
 decode_choice decode_kernel_for(const attention_shape& s) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > decode_max_group) return {};
+  if (!device_has_clusters()) return {};
   switch (s.head_dim) {
     case 16: return {decode_attention_kernel<4, 4>, 4};
     case 32: return {decode_attention_kernel<4, 8>, 8};
@@ -815,10 +840,19 @@ void prepare_attention(const attention_shape& s) {
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
   if (const decode_choice d = decode_kernel_for(s); d.fn && s.rows_per_seq == 1) {
-    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), decode_splits);
-    d.fn<<<grid, decode_threads, decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key), stream>>>(
-        qkv, k_cache, v_cache, start, s, scale, out);
-    ITERA_CUDA_CHECK_LAUNCH();
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), decode_splits);
+    config.blockDim = dim3(decode_threads);
+    config.dynamicSmemBytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = decode_splits;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale, out));
     return;
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.heads));

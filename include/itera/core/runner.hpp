@@ -115,6 +115,8 @@ class runner {
 
   // Ceilings (measured by src/lib/suite.cpp) that later cases compare their throughput with.
   const ceiling_table& ceilings() const { return m_ceilings; }
+  // The same ceilings in the order they were measured: the order the results file holds them in.
+  const std::vector<ceiling>& ceilings_in_order() const { return m_ceiling_order; }
   void add_ceiling(const ceiling& c);
   backend& device() { return m_backend; }
   const run_options& options() const { return m_options; }
@@ -128,6 +130,7 @@ class runner {
   run_options m_options;
   result_stream* m_out;
   ceiling_table m_ceilings;
+  std::vector<ceiling> m_ceiling_order;
   std::unique_ptr<throttle_monitor> m_monitor;
   progress m_progress;
   std::size_t m_failed = 0;
