@@ -11,19 +11,12 @@
 
 #include "itera/core/errors.hpp"
 #include "itera/cuda/check.hpp"
+#include "itera/env/versions.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 
 namespace itera {
 namespace cuda {
 namespace {
-
-// "13.0" from 13000 (cudaRuntimeGetVersion, cudaDriverGetVersion).
-std::string cuda_version_string(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
-
-// "13.1.0" from 130100 (cublasLtGetVersion: major*10000 + minor*100 + patch).
-std::string cublaslt_version_string(std::size_t v) {
-  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
-}
 
 std::string uuid_string(const cudaUUID_t& uuid) {
   const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);

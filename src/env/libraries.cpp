@@ -10,6 +10,7 @@
 #include <string>
 
 #include "itera/env/fingerprint.hpp"
+#include "itera/env/versions.hpp"
 
 namespace itera {
 
@@ -60,9 +61,6 @@ std::string dotted(long long major, long long minor, long long patch) {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
-// CUDA's 1000 * major + 10 * minor ("13.0" from 13000).
-std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
-
 ojson missing(const opened& o) {
   ojson e;
   e["version"] = not_found;
@@ -87,11 +85,11 @@ ojson cudart_entry() {
   if (runtime == nullptr) return missing_symbol(o, "cudaRuntimeGetVersion");
   ojson e;
   int v = 0;
-  e["version"] = runtime(&v) == 0 ? cuda_version(v) : not_found;
+  e["version"] = runtime(&v) == 0 ? cuda_version_string(v) : not_found;
   // The newest CUDA version the installed driver supports; 0 when no driver is installed. This
   // initialises the driver API (cuInit, about 0.2 s on an H200) but creates no context and takes
   // no device memory.
-  if (driver != nullptr && driver(&v) == 0) e["driver_version"] = v > 0 ? cuda_version(v) : "no driver";
+  if (driver != nullptr && driver(&v) == 0) e["driver_version"] = v > 0 ? cuda_version_string(v) : "no driver";
   e["library"] = o.path;
   return e;
 }
@@ -101,10 +99,8 @@ ojson cublaslt_entry() {
   if (o.handle == nullptr) return missing(o);
   auto get = symbol<std::size_t (*)()>(o.handle, "cublasLtGetVersion");
   if (get == nullptr) return missing_symbol(o, "cublasLtGetVersion");
-  // CUBLAS_VERSION = major * 10000 + minor * 100 + patch (cublas_api.h).
-  const auto v = static_cast<long long>(get());
   ojson e;
-  e["version"] = dotted(v / 10000, (v / 100) % 100, v % 100);
+  e["version"] = cublaslt_version_string(static_cast<long long>(get()));
   e["library"] = o.path;
   return e;
 }

@@ -14,6 +14,7 @@
 
 #include "itera/core/runner.hpp"
 #include "itera/env/fingerprint.hpp"
+#include "itera/env/versions.hpp"
 #include "nvml_api.hpp"
 
 namespace itera::nvml {
@@ -183,11 +184,6 @@ std::string pci_vendor_device(unsigned pci_device_id) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%04x:%04x", pci_device_id & 0xffffu, pci_device_id >> 16);
   return buf;
-}
-
-// "13.0" from NVML's 13000 (1000 * major + 10 * minor).
-std::string cuda_version_string(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
 ojson reason_names(std::uint64_t mask) {

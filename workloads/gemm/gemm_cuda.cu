@@ -30,6 +30,7 @@
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
 #include "itera/cuda/check.hpp"
+#include "itera/env/versions.hpp"
 #include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
@@ -291,8 +292,7 @@ using cuda::matmul_preference;
 using cuda::matrix_layout;
 
 std::string cublaslt_version() {
-  const std::size_t v = cublasLtGetVersion();
-  return cat("cuBLASLt ", v / 10000, ".", (v / 100) % 100, ".", v % 100);
+  return "cuBLASLt " + cublaslt_version_string(static_cast<long long>(cublasLtGetVersion()));
 }
 
 // A named holder: nvcc 13.0 (C++20) crashes destroying a std::vector of cublasLtMatmulAlgo_t, an
