@@ -562,7 +562,8 @@ void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* o
 constexpr int decode_threads = 256;
 constexpr int decode_warps = decode_threads / 32;
 // Cluster size. Measured on the H200 (llama-3.1-8b, batch 1, context ~529, attention per decode
-// step over 32 layers): 4 blocks 711 us, 8 blocks 499 us, 16 blocks (non-portable) 815 us.
+// step over 32 layers): 4 blocks 711 us, 8 blocks 499 us, 16 blocks 815 us (above 8 also needs
+// cudaFuncAttributeNonPortableClusterSizeAllowed).
 constexpr int decode_splits = 8;
 // Key passes in flight per warp iteration. 8 for head_dim <= 128 was tried and measured slower on
 // the H200 (llama-3.1-8b, context ~529: 19.0 against 15.6 us per layer, with more registers), so 4.
@@ -820,8 +821,6 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
 
 void prepare_attention(const attention_shape& s) {
   if (const decode_choice d = decode_kernel_for(s); d.fn) {
-    if (decode_splits > 8)
-      ITERA_CUDA_CHECK(cudaFuncSetAttribute(d.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     const std::size_t dbytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
     if (dbytes > default_shared_bytes)
       ITERA_CUDA_CHECK(

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <variant>
@@ -18,7 +17,6 @@
 #include "itera/env/fingerprint.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
-#include "src/env/nvml_api.hpp"
 #include "workloads/transfer/transfer.hpp"
 
 namespace itera::transfer {
@@ -76,25 +74,12 @@ std::optional<std::uint64_t> host_memory_available() {
 }
 
 // The PCIe link's theoretical rate per direction for this device, from NVML's maximum generation
-// and width (the current ones drop while the link idles). Nothing when NVML or the match is missing.
-std::optional<double> pcie_theoretical_bytes_per_s(const cuda_backend& dev) {
-  char bus_id[32] = {};
-  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, dev.device_index()) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::nullopt;
-  }
-  const ojson nvml = nvml_fingerprint();
-  if (!nvml.value("available", false) || !nvml.contains("devices")) return std::nullopt;
-  for (const auto& d : nvml.at("devices")) {
-    if (!d.contains("pci_bus_id") || !d.at("pci_bus_id").is_string()) continue;
-    // CUDA writes "0000:1b:00.0", NVML "00000000:1B:00.0": compared as numbers.
-    if (!nvml::same_pci_bus_id(bus_id, d.at("pci_bus_id").get<std::string>())) continue;
-    const int generation = d.value("pcie_gen_max", 0);
-    const int width = d.value("pcie_width_max", 0);
-    const double rate = pcie_bytes_per_s(generation, width);
-    if (rate > 0) return rate;
-    return std::nullopt;
-  }
+// and width (the current ones drop while the link idles), as the device fingerprint matched them.
+// Nothing when NVML or the match is missing.
+std::optional<double> pcie_theoretical_bytes_per_s(backend& dev) {
+  const ojson d = device_fingerprint(dev);
+  const double rate = pcie_bytes_per_s(d.value("pcie_gen_max", 0), d.value("pcie_width_max", 0));
+  if (rate > 0) return rate;
   return std::nullopt;
 }
 
