@@ -48,10 +48,11 @@ command_fn add_bench(CLI::App& app, const std::string& command_line) {
     runner r(*dev, o->run, out.get());
     if (!o->no_ceilings) {
       std::vector<std::string> formats;
-      if (w.name == "gemm")
-        for (const auto& c : cases)
-          for (const auto& [k, v] : c)
-            if (k == "format" && std::find(formats.begin(), formats.end(), v) == formats.end()) formats.push_back(v);
+      // The GEMM ceilings the cases compare with: gemm's formats, llm's weight formats.
+      for (const auto& c : cases)
+        for (const auto& [k, v] : c)
+          if ((k == "format" || k == "weights") && std::find(formats.begin(), formats.end(), v) == formats.end())
+            formats.push_back(v);
       progress::log(fmt::format("itera: measuring ceilings on {} ({})", dev->device_name(), dev->name()));
       measure_ceilings(r, formats);
     }

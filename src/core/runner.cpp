@@ -99,6 +99,17 @@ void case_state::exec(const std::function<void()>& launch) {
   m_record.stop_reason = to_string(reason);
 }
 
+void case_state::record_samples(std::vector<double> samples_ns, const std::string& method) {
+  if (m_executed) throw std::logic_error("case_state::record_samples after the case was timed");
+  if (samples_ns.empty()) throw std::logic_error("case_state::record_samples without samples");
+  m_executed = true;
+  (void)m_stages.finish();  // the scenario's own stages are its business; none are kept
+  m_record.device_time_method = method;
+  m_record.stop_reason = "scenario";
+  m_record.host_ns = samples_ns;
+  m_record.device_ns = std::move(samples_ns);
+}
+
 // ---------------------------------------------------------------------------------------------
 // progress
 
@@ -224,6 +235,19 @@ void runner::finish_record(case_record& r, case_state& st) {
     // A failed case keeps what it measured (samples) but no derived numbers.
     return;
   }
+  add_derived_metrics(r, st);
+  if (st.m_on_finish) {
+    try {
+      st.m_on_finish(r);
+    } catch (const std::exception& e) {
+      r.status = case_status::failed;
+      r.message = fmt::format("derived figures could not be computed: {}", e.what());
+      ++m_failed;
+    }
+  }
+}
+
+void runner::add_derived_metrics(case_record& r, case_state& st) {
   r.device_stats = summarize(r.device_ns);
   r.host_stats = summarize(r.host_ns);
   const double seconds = r.device_stats->median * 1e-9;

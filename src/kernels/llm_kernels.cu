@@ -313,9 +313,9 @@ __global__ void __launch_bounds__(argmax_threads) argmax_kernel(const float* log
   }
 }
 
-__global__ void advance_kernel(std::int32_t* length, std::int64_t count, std::int32_t by) {
+__global__ void advance_kernel(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) length[i] += by;
+  if (i < count) length[i] = min(length[i] + by, limit);
 }
 
 std::size_t attention_shared_bytes(const attention_shape& s) {
@@ -878,8 +878,8 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-void advance(std::int32_t* length, std::int64_t count, std::int32_t by, cudaStream_t stream) {
-  advance_kernel<<<blocks_for(static_cast<std::uint64_t>(count)), block_threads, 0, stream>>>(length, count, by);
+void advance(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit, cudaStream_t stream) {
+  advance_kernel<<<blocks_for(static_cast<std::uint64_t>(count)), block_threads, 0, stream>>>(length, count, by, limit);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 

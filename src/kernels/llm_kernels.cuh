@@ -77,7 +77,9 @@ bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const v
 void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
           bool fp32_out, float beta, cudaStream_t stream);
 
-// length[i] += by for i < count.
-void advance(std::int32_t* length, std::int64_t count, std::int32_t by, cudaStream_t stream);
+// length[i] = min(length[i] + by, limit) for i < count. The limit keeps a free slot (which
+// decodes a throwaway token each step it sits inside the batch) writing inside its cache; the
+// host never lets a slot that holds a sequence reach it.
+void advance(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit, cudaStream_t stream);
 
 }  // namespace itera::kernels::llm

@@ -1,5 +1,6 @@
 #include "itera/core/workload.hpp"
 #include "workloads/gemm/gemm.hpp"
+#include "workloads/llm/llm.hpp"
 #include "workloads/transfer/transfer.hpp"
 
 namespace itera {
@@ -11,12 +12,16 @@ const workload_registry& builtin_workloads() {
     transfer.backends["cpu"] = transfer::run_cpu;
     auto gemm = gemm::declaration();
     gemm.backends["cpu"] = gemm::run_cpu;
+    auto llm = llm::declaration();
+    llm.backends["cpu"] = llm::run_cpu;
 #if ITERA_WITH_CUDA
     transfer.backends["cuda"] = transfer::run_cuda;
     gemm.backends["cuda"] = gemm::run_cuda;
+    llm.backends["cuda"] = llm::run_cuda;
 #endif
     r.add(std::move(transfer));
     r.add(std::move(gemm));
+    r.add(std::move(llm));
     return r;
   }();
   return registry;

@@ -19,27 +19,35 @@ TEST(LlmMemoryPlan, TinyPartsByHand) {
   const auto plan = plan_memory(r);
   EXPECT_EQ(plan.bytes_of("weights"), 106'816u * 2);  // 2 x 16384 embedding/head + 2 x 36992 per layer + 64
   EXPECT_EQ(plan.bytes_of("kv cache"), 256u * 2 * 100);  // 2 (K, V) x 2 layers x 32 x 2 bytes per token
-  // 200 rows (2 x 100-token prefill): residual + normed + ids + the MLP phase, the largest.
-  const std::uint64_t residual = 200 * 64 * 2, ids = 200 * 8 + 2 * 4;
-  const std::uint64_t mlp = 200 * 256 * 2 + 200 * 128 * 2;
-  EXPECT_EQ(plan.bytes_of("activations"), 2 * residual + ids + mlp);
+  // 200 rows (2 x 100-token prefill), every buffer the engine allocates: q_dim 64, kv_dim 32.
+  const auto buffers = [](std::uint64_t rows, std::uint64_t a) {
+    return rows * 64 * 4                   // residual (fp32)
+           + rows * 64 * a                 // normed
+           + rows * (64 + 2 * 32) * a      // qkv
+           + rows * 64 * a                 // attention output
+           + rows * 256 * a                // gate + up
+           + rows * 128 * a                // mlp activation
+           + 2 * 256 * 4                   // logits of the last positions
+           + (rows * 4 + 2 * 8 + 8 * 4);   // prompt ids, next ids and lengths, RoPE frequencies
+  };
+  EXPECT_EQ(plan.bytes_of("activations"), buffers(200, 2));
   EXPECT_EQ(plan.bytes_of("workspace"), 1u << 20);
-  EXPECT_EQ(plan.total_bytes(), 213'632u + 51'200u + 2 * residual + ids + mlp + (1u << 20));
-  ASSERT_EQ(plan.activations.size(), 5u);
-  EXPECT_EQ(plan.activations[3].name, "mlp gate+up");
+  EXPECT_EQ(plan.total_bytes(), 213'632u + 51'200u + buffers(200, 2) + (1u << 20));
+  ASSERT_EQ(plan.activations.size(), 8u);
+  EXPECT_EQ(plan.activations[4].name, "mlp gate+up");
 
   // A shorter prefill chunk shrinks the activations, not the cache.
   r.prefill_tokens = 10;
   const auto chunked = plan_memory(r);
   EXPECT_EQ(chunked.bytes_of("kv cache"), plan.bytes_of("kv cache"));
-  EXPECT_EQ(chunked.bytes_of("activations"), 2 * 20 * 64 * 2 + (20 * 8 + 8) + 20 * 256 * 2 + 20 * 128 * 2u);
+  EXPECT_EQ(chunked.bytes_of("activations"), buffers(20, 2));
 
-  // fp8 KV halves the cache; fp32 activations double the buffers.
+  // fp8 KV halves the cache; fp32 activations double the bf16 buffers (the residual is fp32 already).
   r.kv = dtype::fp8_e4m3;
   r.activations = dtype::fp32;
   const auto other = plan_memory(r);
   EXPECT_EQ(other.bytes_of("kv cache"), plan.bytes_of("kv cache") / 2);
-  EXPECT_EQ(other.bytes_of("activations"), 2 * (2 * 20 * 64 * 2 + 20 * 256 * 2 + 20 * 128 * 2u) + (20 * 8 + 8));
+  EXPECT_EQ(other.bytes_of("activations"), buffers(20, 4));
 }
 
 TEST(LlmMemoryPlan, DoesNotFitNamesTheNumbersLargestPartFirst) {
@@ -54,8 +62,8 @@ TEST(LlmMemoryPlan, DoesNotFitNamesTheNumbersLargestPartFirst) {
   EXPECT_EQ(plan.does_not_fit(80 * gib), "");
   EXPECT_FALSE(plan.fits(15 * gib));
   EXPECT_EQ(plan.does_not_fit(15 * gib),
-            "does not fit: needs 16.07 GiB, 15.00 GiB free (weights 14.96 GiB, kv cache 1.00 GiB, workspace 0.06 GiB, "
-            "activations 0.05 GiB)");
+            "does not fit: needs 16.08 GiB, 15.00 GiB free (weights 14.96 GiB, kv cache 1.00 GiB, activations 0.06 GiB, "
+            "workspace 0.06 GiB)");
 
   r.batch = 64;
   const auto big = plan_memory(r);

@@ -100,12 +100,18 @@ struct cuda_engine::impl {
   device_buffer weights;
 
   device_buffer k_cache, v_cache;
-  device_buffer x, h, qkv, attn, gate_up, act, logits, tokens, lengths, inv_freq;
+  // prompt_ids: the staged prefill input [batch x max_prompt]; next: each slot's next token.
+  device_buffer x, h, qkv, attn, gate_up, act, logits, prompt_ids, next, lengths, inv_freq;
 
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, gemm_plan> plans;
-  std::int64_t length = 0;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t graph_exec = nullptr;
+  std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
+  std::vector<bool> busy;          // slot holds a sequence
+  std::int64_t staged = 0;         // ids staged for the next prefill
+  std::map<std::int64_t, cudaGraphExec_t> graphs;  // decode of rows [0, key), captured once
+
+  // Recorded next ids: pinned host rows of `batch` ids, (max_context + 1) rows between takes.
+  std::int32_t* host_ids = nullptr;
+  std::vector<std::int64_t> recorded_rows;  // the row count of each recorded row
 
   impl(backend& d, const model_config& config, const engine_options& options)
       : dev(cuda::as_cuda(d)), c(config), o(options) {
@@ -117,7 +123,8 @@ struct cuda_engine::impl {
     if (o.max_prompt <= 0 || o.max_prompt > o.max_context) o.max_prompt = o.max_context;
     dev.make_current();
     qkv_width = c.q_dim() + 2 * c.kv_dim();
-    max_rows = o.batch * o.max_prompt;
+    if (o.prefill_batch <= 0 || o.prefill_batch > o.batch) o.prefill_batch = o.batch;
+    max_rows = std::max(o.prefill_batch * o.max_prompt, o.batch);
     logits_rows = o.all_position_logits ? max_rows : o.batch;
     shape.heads = c.heads;
     shape.kv_heads = c.kv_heads;
@@ -160,7 +167,8 @@ struct cuda_engine::impl {
       gate_up = dev.allocate(rows * static_cast<std::uint64_t>(2 * c.intermediate) * 2);
       act = dev.allocate(rows * static_cast<std::uint64_t>(c.intermediate) * 2);
       logits = dev.allocate(static_cast<std::uint64_t>(logits_rows * c.vocab) * 4);
-      tokens = dev.allocate(rows * 4);
+      prompt_ids = dev.allocate(rows * 4);
+      next = dev.allocate(static_cast<std::uint64_t>(o.batch) * 4);
       lengths = dev.allocate(static_cast<std::uint64_t>(o.batch) * 4);
       inv_freq = dev.allocate(static_cast<std::uint64_t>(c.head_dim / 2) * 4);
     } catch (const cuda::out_of_memory& e) {
@@ -169,12 +177,18 @@ struct cuda_engine::impl {
     const auto freq = rope_inv_freq(c);
     ITERA_CUDA_CHECK(cudaMemcpy(inv_freq.data(), freq.data(), freq.size() * sizeof(float), cudaMemcpyHostToDevice));
     ITERA_CUDA_CHECK(cudaMemset(lengths.data(), 0, lengths.bytes()));
-    ITERA_CUDA_CHECK(cudaMemset(tokens.data(), 0, tokens.bytes()));
+    ITERA_CUDA_CHECK(cudaMemset(prompt_ids.data(), 0, prompt_ids.bytes()));
+    ITERA_CUDA_CHECK(cudaMemset(next.data(), 0, next.bytes()));
+    held.assign(static_cast<std::size_t>(o.batch), 0);
+    busy.assign(static_cast<std::size_t>(o.batch), false);
+    ITERA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_ids),
+                                   static_cast<std::size_t>((o.max_context + 1) * o.batch) * sizeof(std::int32_t),
+                                   cudaHostAllocDefault));
   }
 
   ~impl() {
-    if (graph_exec) (void)cudaGraphExecDestroy(graph_exec);
-    if (graph) (void)cudaGraphDestroy(graph);
+    for (auto& [rows, exec] : graphs) (void)cudaGraphExecDestroy(exec);
+    if (host_ids) (void)cudaFreeHost(host_ids);
   }
 
   // Byte offset in the arena of one checkpoint tensor (inside its fused part).
@@ -280,20 +294,28 @@ struct cuda_engine::impl {
     return cache.as<bf16>() + l * o.batch * c.kv_heads * o.max_context * c.head_dim;
   }
 
-  // One forward pass over batch x rows_per_seq rows whose ids are in `tokens`; the logits of every
-  // row (all) or of each sequence's last row; the argmax of each sequence's last row into tokens[0..batch).
+  // One forward pass over slots [first, first + nseq), rows_per_seq rows each: a prefill (ids from
+  // prompt_ids, rows_per_seq > 1 or prefill) or a decode step (ids from next). The logits of every
+  // row (all) or of each slot's last row; the argmax of each slot's last row into next[first..];
+  // each slot's length advanced by rows_per_seq.
   //
   // With a recorder (eager steps only, never under capture), each part runs in a named scope that
-  // declares the weight bytes it reads (the attention scope: the cache bytes, from the host length).
-  void forward(std::int64_t rows_per_seq, bool all, stage_recorder* rec = nullptr) {
+  // declares the weight bytes it reads (the attention scope: the cache bytes, from the host lengths).
+  void forward(std::int64_t first, std::int64_t nseq, std::int64_t rows_per_seq, bool prefill, bool all,
+               stage_recorder* rec = nullptr) {
     const cudaStream_t s = dev.stream();
-    const std::int64_t rows = o.batch * rows_per_seq, hidden = c.hidden, inter = c.intermediate;
+    const std::int64_t rows = nseq * rows_per_seq, hidden = c.hidden, inter = c.intermediate;
     const auto eps = static_cast<float>(c.rms_norm_eps);
     const auto wbytes = [](std::int64_t elements) { return 2.0 * static_cast<double>(elements); };  // bf16
     k::attention_shape sh = shape;
     sh.rows_per_seq = rows_per_seq;
-    const auto* ids = tokens.as<std::int32_t>();
-    auto* lens = lengths.as<std::int32_t>();
+    const auto* ids = prefill ? prompt_ids.as<std::int32_t>() : next.as<std::int32_t>() + first;
+    auto* lens = lengths.as<std::int32_t>() + first;
+    const std::int64_t cache_first = first * c.kv_heads * o.max_context * c.head_dim;
+    double cache_bytes = 0;  // K and V the attention reads, per layer
+    for (std::int64_t i = first; i < first + nseq; ++i)
+      cache_bytes += wbytes(2 * c.kv_dim() *
+                            std::min((prefill ? 0 : held[static_cast<std::size_t>(i)]) + rows_per_seq, o.max_context));
     {
       stage st(rec, "embed");
       st.read(wbytes(rows * hidden));
@@ -317,13 +339,13 @@ struct cuda_engine::impl {
           stage st(rec, "rope");
           if (c.attention_bias) st.read(wbytes(qkv_width));
           k::bias_rope_store(qkv.as<bf16>(), c.attention_bias ? w_at(lo.bqkv) : nullptr, inv_freq.as<float>(), lens,
-                             rows, sh, cache_at(k_cache, l), cache_at(v_cache, l), s);
+                             rows, sh, cache_at(k_cache, l) + cache_first, cache_at(v_cache, l) + cache_first, s);
         }
         {
           stage st(rec, "attention");
-          st.read(wbytes(o.batch * 2 * c.kv_dim() * std::min(length + rows_per_seq, o.max_context)));
-          k::attention(qkv.as<bf16>(), cache_at(k_cache, l), cache_at(v_cache, l), lens, rows, sh, attention_scale,
-                       attn.as<bf16>(), s);
+          st.read(cache_bytes);
+          k::attention(qkv.as<bf16>(), cache_at(k_cache, l) + cache_first, cache_at(v_cache, l) + cache_first, lens,
+                       rows, sh, attention_scale, attn.as<bf16>(), s);
         }
         {
           stage st(rec, "o_proj");
@@ -352,8 +374,8 @@ struct cuda_engine::impl {
         gemm(w_at(lo.wdown), hidden, inter, act.as<bf16>(), rows, x.data(), true, 1.0f);
       }
     }
-    auto* next = tokens.as<std::int32_t>();
-    const std::int64_t head_rows = all ? rows : o.batch;
+    auto* out_ids = next.as<std::int32_t>() + first;
+    const std::int64_t head_rows = all ? rows : nseq;
     {
       stage block(rec, "lm_head_block");
       {
@@ -362,7 +384,7 @@ struct cuda_engine::impl {
         if (all)
           k::rms_norm(x.as<float>(), 1, 0, w_at(off_final_norm), h.as<bf16>(), rows, hidden, eps, s);
         else
-          k::rms_norm(x.as<float>(), rows_per_seq, rows_per_seq - 1, w_at(off_final_norm), h.as<bf16>(), o.batch,
+          k::rms_norm(x.as<float>(), rows_per_seq, rows_per_seq - 1, w_at(off_final_norm), h.as<bf16>(), nseq,
                       hidden, eps, s);
       }
       stage st(rec, "lm_head");
@@ -372,10 +394,10 @@ struct cuda_engine::impl {
     {
       stage st(rec, "argmax");
       if (all)
-        k::argmax(logits.as<float>(), rows_per_seq, rows_per_seq - 1, o.batch, c.vocab, next, s);
+        k::argmax(logits.as<float>(), rows_per_seq, rows_per_seq - 1, nseq, c.vocab, out_ids, s);
       else
-        k::argmax(logits.as<float>(), 1, 0, o.batch, c.vocab, next, s);
-      k::advance(lens, o.batch, static_cast<std::int32_t>(rows_per_seq), s);
+        k::argmax(logits.as<float>(), 1, 0, nseq, c.vocab, out_ids, s);
+      k::advance(lens, nseq, static_cast<std::int32_t>(rows_per_seq), static_cast<std::int32_t>(o.max_context - 1), s);
     }
   }
 
@@ -385,10 +407,54 @@ struct cuda_engine::impl {
         throw usage_error(cat("llm cuda engine: token ", ids[i], " at ", i, " is outside the vocabulary 0..", c.vocab - 1));
   }
 
-  void check_room(std::int64_t steps) const {
-    if (length + steps > o.max_context)
-      throw usage_error(cat("llm cuda engine: ", length, " tokens held + ", steps, " exceed the context of ",
-                            o.max_context));
+  // Every busy slot in [0, rows) has room for `steps` more tokens.
+  void check_room(std::int64_t rows, std::int64_t steps) const {
+    if (rows < 1 || rows > o.batch)
+      throw usage_error(cat("llm cuda engine: a decode step of ", rows, " rows; the engine holds 1..", o.batch));
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const auto n = held[static_cast<std::size_t>(i)];
+      if (busy[static_cast<std::size_t>(i)] && n + steps > o.max_context)
+        throw usage_error(cat("llm cuda engine: slot ", i, " holds ", n, " tokens; ", steps,
+                              " more exceed the context of ", o.max_context));
+    }
+  }
+
+  void advance_held(std::int64_t rows) {
+    for (std::int64_t i = 0; i < rows; ++i)
+      if (busy[static_cast<std::size_t>(i)]) ++held[static_cast<std::size_t>(i)];
+  }
+
+  void prefill_range(std::int64_t first, std::int64_t count, std::int64_t prompt, bool all) {
+    if (first < 0 || count < 1 || first + count > o.batch)
+      throw usage_error(cat("llm cuda engine: slots ", first, "..", first + count - 1, " outside 0..", o.batch - 1));
+    if (prompt < 1 || prompt > o.max_prompt)
+      throw usage_error(cat("llm cuda engine: prompt of ", prompt, " tokens, must be in 1..", o.max_prompt));
+    if (count * prompt > max_rows)
+      throw usage_error(cat("llm cuda engine: a prefill of ", count, " x ", prompt, " rows; the engine was sized for ",
+                            max_rows, " (", o.prefill_batch, " sequences x ", o.max_prompt, ")"));
+    if (count * prompt != staged)
+      throw usage_error(cat("llm cuda engine: ", staged, " staged ids for ", count, " prompts of ", prompt));
+    dev.make_current();
+    ITERA_CUDA_CHECK(cudaMemsetAsync(lengths.as<std::int32_t>() + first, 0, static_cast<std::size_t>(count) * 4,
+                                     dev.stream()));
+    forward(first, count, prompt, true, all);
+    for (std::int64_t i = first; i < first + count; ++i) {
+      held[static_cast<std::size_t>(i)] = prompt;
+      busy[static_cast<std::size_t>(i)] = true;
+    }
+  }
+
+  void stage_ids(std::span<const std::int32_t> ids) {
+    if (static_cast<std::int64_t>(ids.size()) > max_rows)
+      throw usage_error(cat("llm cuda engine: ", ids.size(), " prompt ids; the engine stages at most ", max_rows,
+                            " (", o.prefill_batch, " sequences x prompt ", o.max_prompt, ")"));
+    check_ids(ids);
+    dev.make_current();
+    ITERA_CUDA_CHECK(
+        cudaMemcpyAsync(prompt_ids.data(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, dev.stream()));
+    // The source may go when we return: wait for a pageable copy to have read it.
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+    staged = static_cast<std::int64_t>(ids.size());
   }
 
   std::vector<float> read_logits(std::int64_t rows) {
@@ -399,8 +465,8 @@ struct cuda_engine::impl {
     return out;
   }
 
-  void capture() {
-    if (graph_exec) return;
+  cudaGraphExec_t capture(std::int64_t rows) {
+    if (auto it = graphs.find(rows); it != graphs.end()) return it->second;
     // Plans first (for the products cuBLASLt runs): the capture then records launches only.
     const std::tuple<std::int64_t, std::int64_t, bool, const bf16*> products[] = {
         {qkv_width, c.hidden, false, h.as<bf16>()},
@@ -409,19 +475,32 @@ struct cuda_engine::impl {
         {c.hidden, c.intermediate, true, act.as<bf16>()},
         {c.vocab, c.hidden, true, h.as<bf16>()}};
     for (const auto& [m, kk, fp32, in] : products)
-      if (!small(o.batch, kk, weights.as<bf16>(), in)) (void)plan_for(m, o.batch, kk, fp32);
+      if (!small(rows, kk, weights.as<bf16>(), in)) (void)plan_for(m, rows, kk, fp32);
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
-      forward(1, false);
+      forward(0, rows, 1, false, false);
     } catch (...) {
       cudaGraph_t partial = nullptr;
       if (cudaStreamEndCapture(s, &partial) == cudaSuccess && partial) (void)cudaGraphDestroy(partial);
       (void)cudaGetLastError();
       throw;
     }
+    cudaGraph_t graph = nullptr;
     ITERA_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    ITERA_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    ITERA_CUDA_CHECK(made);
+    graphs.emplace(rows, exec);
+    return exec;
+  }
+
+  void decode(std::int64_t rows) {
+    check_room(rows, 1);
+    dev.make_current();
+    ITERA_CUDA_CHECK(cudaGraphLaunch(capture(rows), dev.stream()));
+    advance_held(rows);
   }
 };
 
@@ -439,33 +518,76 @@ cuda_engine::~cuda_engine() = default;
 
 const model_config& cuda_engine::config() const { return m->c; }
 const engine_options& cuda_engine::options() const { return m->o; }
+std::int64_t cuda_engine::slots() const { return m->o.batch; }
+std::int64_t cuda_engine::max_context() const { return m->o.max_context; }
+std::int64_t cuda_engine::max_prompt() const { return m->o.max_prompt; }
 
 engine_memory cuda_engine::memory() const {
   engine_memory r;
   r.weights = m->weights.bytes();
   r.kv_cache = m->k_cache.bytes() + m->v_cache.bytes();
-  for (const device_buffer* b : {&m->x, &m->h, &m->qkv, &m->attn, &m->gate_up, &m->act, &m->logits, &m->tokens,
-                                 &m->lengths, &m->inv_freq})
+  for (const device_buffer* b : {&m->x, &m->h, &m->qkv, &m->attn, &m->gate_up, &m->act, &m->logits, &m->prompt_ids,
+                                 &m->next, &m->lengths, &m->inv_freq})
     r.activations += b->bytes();
   r.workspace = m->dev.lt_workspace_size();
   return r;
 }
 
+std::string cuda_engine::precision_note() const {
+  return cat("bf16 weights and KV cache; bf16 activations between kernels, fp32 residual stream; cuBLASLt bf16 "
+             "tensor-core products (fp32 accumulation) above ",
+             k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below");
+}
+
+void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
+
+void cuda_engine::prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) {
+  m->prefill_range(first, count, prompt_len, false);
+}
+
+void cuda_engine::decode(std::int64_t rows) { m->decode(rows); }
+
+void cuda_engine::release(std::int64_t slot) {
+  if (slot < 0 || slot >= m->o.batch)
+    throw usage_error(cat("llm cuda engine: slot ", slot, " outside 0..", m->o.batch - 1));
+  m->busy[static_cast<std::size_t>(slot)] = false;
+  m->held[static_cast<std::size_t>(slot)] = 0;
+}
+
+std::int64_t cuda_engine::length(std::int64_t slot) const { return m->held.at(static_cast<std::size_t>(slot)); }
+
+void cuda_engine::record_ids(std::int64_t rows) {
+  if (rows < 1 || rows > m->o.batch)
+    throw usage_error(cat("llm cuda engine: record ", rows, " ids; the engine holds 1..", m->o.batch));
+  const auto index = static_cast<std::int64_t>(m->recorded_rows.size());
+  if (index > m->o.max_context)
+    throw std::logic_error("llm cuda engine: more rows recorded than max_context + 1 between takes");
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(m->host_ids + index * m->o.batch, m->next.data(),
+                                   static_cast<std::size_t>(rows) * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
+                                   m->dev.stream()));
+  m->recorded_rows.push_back(rows);
+}
+
+std::vector<std::vector<std::int32_t>> cuda_engine::take_recorded() {
+  synchronize();
+  std::vector<std::vector<std::int32_t>> out;
+  out.reserve(m->recorded_rows.size());
+  for (std::size_t i = 0; i < m->recorded_rows.size(); ++i) {
+    const std::int32_t* row = m->host_ids + static_cast<std::int64_t>(i) * m->o.batch;
+    out.emplace_back(row, row + m->recorded_rows[i]);
+  }
+  m->recorded_rows.clear();
+  return out;
+}
+
 std::vector<float> cuda_engine::prefill(std::span<const std::int32_t> ids, std::int64_t prompt, bool all_positions) {
   const engine_options& o = m->o;
-  if (prompt < 1 || prompt > o.max_prompt)
-    throw usage_error(cat("llm cuda engine: prompt of ", prompt, " tokens, must be in 1..", o.max_prompt));
-  if (static_cast<std::int64_t>(ids.size()) != o.batch * prompt)
-    throw usage_error(cat("llm cuda engine: ", ids.size(), " prompt ids for ", o.batch, " sequences of ", prompt));
   if (all_positions && !o.all_position_logits)
     throw std::logic_error("llm cuda engine: all-position logits need engine_options::all_position_logits");
-  m->check_ids(ids);
-  m->dev.make_current();
-  const cudaStream_t s = m->dev.stream();
-  ITERA_CUDA_CHECK(cudaMemsetAsync(m->lengths.data(), 0, m->lengths.bytes(), s));
-  ITERA_CUDA_CHECK(cudaMemcpyAsync(m->tokens.data(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, s));
-  m->forward(prompt, all_positions);
-  m->length = prompt;
+  if (prompt < 1 || static_cast<std::int64_t>(ids.size()) != o.batch * prompt)
+    throw usage_error(cat("llm cuda engine: ", ids.size(), " prompt ids for ", o.batch, " sequences of ", prompt));
+  m->stage_ids(ids);
+  m->prefill_range(0, o.batch, prompt, all_positions);
   return m->read_logits(all_positions ? o.batch * prompt : o.batch);
 }
 
@@ -473,33 +595,29 @@ std::vector<float> cuda_engine::decode_step(std::span<const std::int32_t> ids) {
   if (static_cast<std::int64_t>(ids.size()) != m->o.batch)
     throw usage_error(cat("llm cuda engine: ", ids.size(), " ids for a batch of ", m->o.batch));
   m->check_ids(ids);
-  m->check_room(1);
+  m->check_room(m->o.batch, 1);
   m->dev.make_current();
-  ITERA_CUDA_CHECK(cudaMemcpyAsync(m->tokens.data(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, m->dev.stream()));
-  m->forward(1, false);
-  ++m->length;
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(m->next.data(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, m->dev.stream()));
+  m->forward(0, m->o.batch, 1, false, false);
+  m->advance_held(m->o.batch);
   return m->read_logits(m->o.batch);
 }
 
 void cuda_engine::decode_device(stage_recorder* recorder) {
-  m->check_room(1);
-  m->forward(1, false, recorder);
-  ++m->length;
+  m->check_room(m->o.batch, 1);
+  m->dev.make_current();
+  m->forward(0, m->o.batch, 1, false, false, recorder);
+  m->advance_held(m->o.batch);
 }
 
-void cuda_engine::decode_graph() {
-  m->check_room(1);
-  m->capture();
-  ITERA_CUDA_CHECK(cudaGraphLaunch(m->graph_exec, m->dev.stream()));
-  ++m->length;
-}
+void cuda_engine::decode_graph() { m->decode(m->o.batch); }
 
-bool cuda_engine::graph_captured() const { return m->graph_exec != nullptr; }
+bool cuda_engine::graph_captured() const { return !m->graphs.empty(); }
 
 double cuda_engine::time_decode_ms(int steps, bool use_graph) {
   if (steps < 1) throw usage_error("llm cuda engine: time at least one step");
-  m->check_room(steps);
-  if (use_graph) m->capture();
+  m->check_room(m->o.batch, steps);
+  if (use_graph) (void)m->capture(m->o.batch);
   const cudaStream_t s = m->dev.stream();
   cudaEvent_t start = nullptr, stop = nullptr;
   ITERA_CUDA_CHECK(cudaEventCreate(&start));
@@ -523,16 +641,13 @@ double cuda_engine::time_decode_ms(int steps, bool use_graph) {
 
 std::vector<std::int32_t> cuda_engine::read_ids() {
   std::vector<std::int32_t> out(static_cast<std::size_t>(m->o.batch));
-  ITERA_CUDA_CHECK(cudaMemcpyAsync(out.data(), m->tokens.data(), out.size() * sizeof(std::int32_t),
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(out.data(), m->next.data(), out.size() * sizeof(std::int32_t),
                                    cudaMemcpyDeviceToHost, m->dev.stream()));
   ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream()));
   return out;
 }
 
-std::int64_t cuda_engine::length() const { return m->length; }
-
 void cuda_engine::synchronize() { ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream())); }
-
 
 std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std::int64_t out_rows, std::int64_t in,
                               std::span<const std::uint16_t> x, std::int64_t tokens, bool fp32_out,

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "itera/core/backend.hpp"
+#include "workloads/llm/engine.hpp"
 #include "workloads/llm/model.hpp"
 #include "workloads/llm/weights.hpp"
 
@@ -35,16 +36,9 @@ struct engine_options {
   std::int64_t batch = 1;                // sequences held at once
   std::int64_t max_context = 0;          // tokens each sequence may hold (prompt + output)
   std::int64_t max_prompt = 0;           // longest prefill per sequence; 0: max_context
+  std::int64_t prefill_batch = 0;        // sequences one prefill covers; 0: batch (activations are
+                                         // sized for prefill_batch x max_prompt rows)
   bool all_position_logits = false;      // prefill can return the logits of every position (tests)
-};
-
-// Device bytes by part, as allocated through the backend (its memory tracker sees them).
-struct engine_memory {
-  std::uint64_t weights = 0;
-  std::uint64_t kv_cache = 0;
-  std::uint64_t activations = 0;  // activation buffers, logits, ids, lengths, RoPE frequencies
-  std::uint64_t workspace = 0;    // the backend's cuBLASLt workspace (allocated by the backend)
-  std::uint64_t total() const { return weights + kv_cache + activations + workspace; }
 };
 
 // The small-token product the engine runs for at most 8 rows (decode), on its own, for tests:
@@ -55,23 +49,38 @@ std::vector<float> small_gemm(backend& dev, std::span<const std::uint16_t> w, st
                               std::span<const std::uint16_t> x, std::int64_t tokens, bool fp32_out,
                               std::span<const float> out_init = {});
 
-class cuda_engine {
+class cuda_engine final : public engine {
  public:
   // Weights from a holder (values representable in bf16: random_weights(c, bf16, seed) or a
   // checkpoint loaded as bf16), rounded to bf16 and uploaded. `dev` must be the cuda backend.
   cuda_engine(backend& dev, const model_weights& weights, const engine_options& options);
   // Weights generated on the device: bit-identical to random_weights(config, bf16, seed).
   cuda_engine(backend& dev, const model_config& config, std::uint64_t seed, const engine_options& options);
-  ~cuda_engine();
+  ~cuda_engine() override;
   cuda_engine(const cuda_engine&) = delete;
   cuda_engine& operator=(const cuda_engine&) = delete;
 
-  const model_config& config() const;
-  const engine_options& options() const;
-  engine_memory memory() const;
+  // engine (engine.hpp). decode(rows) runs as a CUDA graph captured once per row count.
+  const model_config& config() const override;
+  std::int64_t slots() const override;
+  std::int64_t max_context() const override;
+  std::int64_t max_prompt() const override;
+  engine_memory memory() const override;
+  std::string precision_note() const override;
+  void stage_prompts(std::span<const std::int32_t> ids) override;
+  void prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) override;
+  void decode(std::int64_t rows) override;
+  void release(std::int64_t slot) override;
+  std::int64_t length(std::int64_t slot) const override;
+  void record_ids(std::int64_t rows) override;
+  std::vector<std::vector<std::int32_t>> take_recorded() override;
+  void synchronize() override;
 
-  // Empties every sequence and runs `tokens` ([batch x prompt] row-major, one prompt per sequence,
-  // all of length `prompt`) into the caches. Returns fp32 logits: [batch x vocab] for the last
+  const engine_options& options() const;
+
+  // Every slot at once, from host ids (tests and the timing test):
+  // Empties every slot and runs `tokens` ([batch x prompt] row-major, one prompt per sequence, all
+  // of length `prompt`) into the caches. Returns fp32 logits: [batch x vocab] for the last
   // position of each sequence, or [batch x prompt x vocab] when `all_positions` (needs the
   // option). Leaves each sequence's argmax in the device ids, ready for decode_device().
   std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt, bool all_positions = false);
@@ -80,16 +89,13 @@ class cuda_engine {
   // stay on the device (read_ids).
   std::vector<float> decode_step(std::span<const std::int32_t> tokens);
 
-  // One decode step on the ids already on the device, enqueued on the backend's stream without
-  // waiting: writes the argmax ids back over them and advances every sequence by one. Lengths
-  // are checked on the host (each call counts as one token). With a recorder, each part of the
-  // step (embed, attention_block/{norm, qkv, rope, attention, o_proj}, mlp_block/{norm, gate_up,
-  // swiglu, down}, lm_head_block/{final_norm, lm_head}, argmax) opens a scope in it that declares
-  // the weight bytes it reads (attention: the cache bytes); the recorder's own cost, two clock
-  // reads per scope, lands in the step.
+  // One decode step of every slot on the ids already on the device, enqueued without waiting and
+  // without a graph. With a recorder, each part of the step (embed, attention_block/{norm, qkv,
+  // rope, attention, o_proj}, mlp_block/{norm, gate_up, swiglu, down}, lm_head_block/{final_norm,
+  // lm_head}, argmax) opens a scope in it that declares the weight bytes it reads (attention: the
+  // cache bytes); the recorder's own cost, two clock reads per scope, lands in the step.
   void decode_device(stage_recorder* recorder = nullptr);
-
-  // Captures decode_device() into a CUDA graph (once) and launches it: the same work in one launch.
+  // decode(slots()): the same work as one graph launch.
   void decode_graph();
   bool graph_captured() const;
 
@@ -97,8 +103,6 @@ class cuda_engine {
   double time_decode_ms(int steps, bool use_graph);
 
   std::vector<std::int32_t> read_ids();  // waits for the stream; [batch]
-  std::int64_t length() const;           // tokens each sequence holds (host mirror)
-  void synchronize();
 
  private:
   struct impl;

@@ -49,28 +49,25 @@ memory_plan plan_memory(const memory_request& r) {
   const std::int64_t prefill = r.prefill_tokens > 0 ? std::min(r.prefill_tokens, r.context) : r.context;
 
   const double a = bytes_per_element(r.activations);
-  const double rows = static_cast<double>(std::max(r.batch * prefill, r.batch));
+  const std::int64_t prefill_batch = r.prefill_batch > 0 ? std::min(r.prefill_batch, r.batch) : r.batch;
+  const double rows = static_cast<double>(std::max(prefill_batch * prefill, r.batch));
   const double hidden = static_cast<double>(c.hidden), qd = static_cast<double>(c.q_dim());
   const double kvd = static_cast<double>(c.kv_dim()), inter = static_cast<double>(c.intermediate);
 
   memory_plan plan;
-  const std::uint64_t residual = to_bytes(rows * hidden * a), normed = residual;
-  const std::uint64_t ids = to_bytes(rows * 4 * 2 + static_cast<double>(r.batch) * 4);  // token ids, positions, sampled ids
-  const std::uint64_t qkv = to_bytes(rows * (qd + 2 * kvd) * a), attn_out = to_bytes(rows * qd * a);
-  const std::uint64_t gate_up = to_bytes(rows * 2 * inter * a), mlp_act = to_bytes(rows * inter * a);
-  const std::uint64_t logits = to_bytes(static_cast<double>(r.batch) * static_cast<double>(c.vocab) * 4);
-  plan.activations = {{"residual", residual}, {"normed", normed}, {"token ids", ids}};
-  const std::uint64_t attention_phase = qkv + attn_out, mlp_phase = gate_up + mlp_act;
-  const std::uint64_t largest_phase = std::max({attention_phase, mlp_phase, logits});
-  if (largest_phase == mlp_phase) {
-    plan.activations.push_back({"mlp gate+up", gate_up});
-    plan.activations.push_back({"mlp activation", mlp_act});
-  } else if (largest_phase == attention_phase) {
-    plan.activations.push_back({"qkv", qkv});
-    plan.activations.push_back({"attention output", attn_out});
-  } else {
-    plan.activations.push_back({"logits", logits});
-  }
+  // Every buffer of the engine is allocated for the whole run (none is freed between phases), so
+  // the activations are their sum. The residual stream is fp32 whatever the compute precision.
+  plan.activations = {
+      {"residual", to_bytes(rows * hidden * 4)},
+      {"normed", to_bytes(rows * hidden * a)},
+      {"qkv", to_bytes(rows * (qd + 2 * kvd) * a)},
+      {"attention output", to_bytes(rows * qd * a)},
+      {"mlp gate+up", to_bytes(rows * 2 * inter * a)},
+      {"mlp activation", to_bytes(rows * inter * a)},
+      {"logits", to_bytes(static_cast<double>(r.batch) * static_cast<double>(c.vocab) * 4)},
+      // prompt ids, next ids, lengths; RoPE inverse frequencies
+      {"token ids", to_bytes(rows * 4 + static_cast<double>(r.batch) * 8 + static_cast<double>(c.head_dim / 2) * 4)},
+  };
   std::uint64_t activation_bytes = 0;
   for (const auto& p : plan.activations) activation_bytes += p.bytes;
 

@@ -3,15 +3,14 @@
 // KV cache, activations and workspace, against the device's free memory. The engine allocates
 // exactly these buffers, so the plan and the measured peak can be compared (within 5%).
 //
-// Activations are the largest live set of one forward pass over T rows (T = batch x prefill
-// tokens for a prefill, batch for a decode step; the plan takes the larger). Buffers are reused
-// from layer to layer; the residual stream and its normalised copy live throughout, and each
-// phase adds its own:
-//   attention: q, k, v (T x (q_dim + 2 kv_dim)) and the attention output (T x q_dim)
-//   mlp:       gate and up (T x 2 intermediate) and silu(gate) x up (T x intermediate)
-//   head:      fp32 logits of the last position of each sequence (batch x vocab)
-// The o and down projections add into the residual in their GEMM epilogue (beta = 1), and the
-// attention is fused (no T x T score matrix), so neither needs a buffer of its own.
+// Activations are the buffers of one forward pass over T rows (T = batch x prefill tokens: the
+// largest pass the engine is sized for), each allocated once for the whole run as the cuda engine
+// does (llm_cuda.cu): the fp32 residual stream, its normalised copy, q/k/v (T x (q_dim + 2 kv_dim)),
+// the attention output (T x q_dim), gate and up (T x 2 intermediate), silu(gate) x up
+// (T x intermediate), the fp32 logits of each sequence's last position (batch x vocab), and the
+// token ids, lengths and RoPE frequencies. The o and down projections add into the residual in
+// their epilogue (beta = 1) and the attention is fused (no T x T score matrix): no buffers of
+// their own.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -31,6 +30,7 @@ struct memory_request {
   std::int64_t batch = 1;           // sequences held at once
   std::int64_t context = 0;         // tokens each sequence may hold: prompt + output
   std::int64_t prefill_tokens = 0;  // tokens per sequence in one prefill pass; 0: the whole context
+  std::int64_t prefill_batch = 0;   // sequences one prefill pass covers; 0: the batch
   std::uint64_t workspace_bytes = default_workspace_bytes;
 };
 

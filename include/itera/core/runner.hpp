@@ -74,6 +74,17 @@ class case_state {
   // the work finished) and its host time from the steady clock around launch and wait.
   void exec(const std::function<void()>& launch);
 
+  // Instead of exec(), for a scenario that makes its own repetitions (the requests of a server
+  // run): one sample per repetition, each a duration in ns on the clock `method` names (the host's
+  // steady clock for latencies seen by a client). The samples are the case's distribution; no
+  // stopping rule applies.
+  void record_samples(std::vector<double> samples_ns, const std::string& method);
+
+  // Runs `fn` on the finished record, after the stage times are resolved and the derived metrics
+  // added: for figures that come from the stages (time to first token from the prefill stage).
+  // An exception from it fails the case with its message.
+  void on_finish(std::function<void(case_record&)> fn) { m_on_finish = std::move(fn); }
+
   stage_recorder& stages() { return m_stages; }
   bool executed() const { return m_executed; }
 
@@ -85,6 +96,7 @@ class case_state {
   std::unique_ptr<device_timer> m_timer;
   stage_recorder m_stages;
   std::string m_ceiling_key;
+  std::function<void(case_record&)> m_on_finish;
   bool m_executed = false;
   friend class runner;
 };
@@ -126,6 +138,7 @@ class runner {
 
  private:
   void finish_record(case_record& r, case_state& st);
+  void add_derived_metrics(case_record& r, case_state& st);
   backend& m_backend;
   run_options m_options;
   result_stream* m_out;

@@ -1,0 +1,540 @@
+#include "workloads/llm/scenarios.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "itera/core/errors.hpp"
+#include "itera/core/runner.hpp"
+#include "workloads/llm/checkpoint.hpp"
+#include "workloads/llm/prompts.hpp"
+
+namespace itera::llm {
+namespace {
+
+double parse_number(const std::string& axis, const std::string& text, bool positive) {
+  double v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !std::isfinite(v) || (positive ? v <= 0 : v < 0))
+    throw usage_error(fmt::format("axis {}: '{}' is not a {} number (for example --axis {}={})", axis, text,
+                                  positive ? "positive" : "non-negative", axis, positive ? "4" : "0"));
+  return v;
+}
+
+// "layers=8;hidden=2048" onto the preset; "preset" keeps it.
+model_config apply_shape(model_config base, const std::string& spec) {
+  if (spec == "preset" || spec.empty()) return base;
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ';')) {
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    if (eq == std::string::npos ||
+        std::find(shape_fields().begin(), shape_fields().end(), name) == shape_fields().end())
+      throw usage_error(fmt::format("axis shape: '{}' is not FIELD=VALUE with FIELD one of {} (for example "
+                                    "--axis shape='layers=8;hidden=2048')",
+                                    item, fmt::join(shape_fields(), ", ")));
+    fields.emplace_back(name, item.substr(eq + 1));
+  }
+  return apply_shape_axes(std::move(base), fields);
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(fmt::format("prompts file {}: cannot be opened", path.string()));
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) throw input_error(fmt::format("prompts file {}: read failed", path.string()));
+  return std::move(s).str();
+}
+
+prompt_limits limits_for(const llm_case& c) {
+  prompt_limits l;
+  l.vocab = c.config.vocab;
+  l.max_context = c.context;
+  l.default_output = c.output;
+  l.seed = c.seed;
+  return l;
+}
+
+// Synthetic requests: request i is line i + 1 of a file of `count` lines {"prompt_len": P}.
+std::vector<prompt_request> synthetic_requests(const llm_case& c, std::int64_t count) {
+  std::vector<prompt_request> out(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) {
+    auto& r = out[static_cast<std::size_t>(i)];
+    r.line = i + 1;
+    r.tokens = synthetic_prompt(c.seed, r.line, c.prompt, c.config.vocab);
+    r.output_tokens = c.output;
+  }
+  return out;
+}
+
+// The good lines of the prompts file; its bad lines recorded in the case (count, first messages).
+std::vector<prompt_request> file_requests(case_state& st, const llm_case& c) {
+  auto set = read_prompts(c.prompts, limits_for(c));
+  if (!set.errors.empty()) {
+    std::string first;
+    for (std::size_t i = 0; i < std::min<std::size_t>(set.errors.size(), 5); ++i)
+      first += (i ? "; " : "") + set.errors[i].message;
+    st.set_detail("prompts.bad_lines", std::to_string(set.errors.size()));
+    st.set_detail("prompts.rejected_too_long", std::to_string(set.rejected_too_long));
+    st.set_detail("prompts.first_errors", first);
+    st.add_metric("prompts/bad_lines", static_cast<double>(set.errors.size()), "lines");
+  }
+  if (set.requests.empty())
+    throw usage_error(fmt::format("prompts file {}: no usable line ({} bad{}{})", c.prompts, set.errors.size(),
+                                  set.errors.empty() ? "" : ": ", set.errors.empty() ? "" : set.errors[0].message));
+  st.add_metric("prompts/good_lines", static_cast<double>(set.requests.size()), "lines");
+  return std::move(set.requests);
+}
+
+// Least work of generating `reqs` in waves of `batch`: each wave's prefill, then its decode steps
+// over the sequences still generating.
+step_work generation_work(const llm_case& c, std::span<const prompt_request> reqs, step_work* prefill_only,
+                          step_work* decode_only) {
+  step_work total, pre, dec;
+  const auto add = [](step_work& into, const step_work& w) {
+    into.weight_bytes_read += w.weight_bytes_read;
+    into.kv_bytes_read += w.kv_bytes_read;
+    into.kv_bytes_written += w.kv_bytes_written;
+    into.flops += w.flops;
+    into.tokens += w.tokens;
+  };
+  for (std::size_t first = 0; first < reqs.size(); first += static_cast<std::size_t>(c.batch)) {
+    const auto wave = reqs.subspan(first, std::min(reqs.size() - first, static_cast<std::size_t>(c.batch)));
+    std::vector<std::int64_t> lens;
+    std::int64_t longest = 0;
+    for (const auto& r : wave) {
+      lens.push_back(static_cast<std::int64_t>(r.tokens.size()));
+      longest = std::max(longest, r.output_tokens);
+    }
+    add(pre, prefill_work(c.config, c.weights, c.kv, lens));
+    for (std::int64_t s = 1; s < longest; ++s) {
+      std::vector<std::int64_t> context;
+      for (const auto& r : wave)
+        if (r.output_tokens > s) context.push_back(static_cast<std::int64_t>(r.tokens.size()) + s - 1);
+      add(dec, decode_step_work(c.config, c.weights, c.kv, context));
+    }
+  }
+  add(total, pre);
+  add(total, dec);
+  if (prefill_only) *prefill_only = pre;
+  if (decode_only) *decode_only = dec;
+  return total;
+}
+
+// Whether every prompt of the wave has one length (one batched prefill from staged ids).
+bool one_length(std::span<const prompt_request> wave) {
+  return std::all_of(wave.begin(), wave.end(), [&](const auto& r) { return r.tokens.size() == wave[0].tokens.size(); });
+}
+
+std::vector<std::int32_t> concat_ids(std::span<const prompt_request> wave) {
+  std::vector<std::int32_t> ids;
+  for (const auto& r : wave) ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
+  return ids;
+}
+
+// One wave: prefill into slots [0, n), decode until each has its output. With `out`, every id goes
+// to the host as it is made and out[i] receives request i's generated ids.
+void generate_wave(engine& eng, stage_recorder& rec, std::span<const prompt_request> wave, bool staged,
+                   std::vector<std::vector<std::int32_t>>* out) {
+  const auto n = static_cast<std::int64_t>(wave.size());
+  {
+    auto sc = rec.enter("prefill");
+    if (staged) {
+      eng.prefill_staged(0, n, static_cast<std::int64_t>(wave[0].tokens.size()));
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto& r = wave[static_cast<std::size_t>(i)];
+        eng.stage_prompts(r.tokens);
+        eng.prefill_staged(i, 1, static_cast<std::int64_t>(r.tokens.size()));
+      }
+    }
+    if (out) eng.record_ids(n);
+  }
+  std::int64_t longest = 0;
+  for (const auto& r : wave) longest = std::max(longest, r.output_tokens);
+  {
+    auto sc = rec.enter("decode");
+    for (std::int64_t s = 1; s < longest; ++s) {
+      for (std::int64_t i = 0; i < n; ++i)
+        if (wave[static_cast<std::size_t>(i)].output_tokens == s) eng.release(i);  // has all its tokens
+      eng.decode(n);
+      if (out) eng.record_ids(n);
+    }
+  }
+  if (out) {
+    auto sc = rec.enter("d2h");
+    const auto rows = eng.take_recorded();
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto& ids = (*out)[static_cast<std::size_t>(i)];
+      ids.clear();
+      for (std::int64_t k = 0; k < wave[static_cast<std::size_t>(i)].output_tokens; ++k)
+        ids.push_back(rows.at(static_cast<std::size_t>(k)).at(static_cast<std::size_t>(i)));
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i) eng.release(i);
+}
+
+const stage_record* find_stage(const case_record& r, std::string_view path) {
+  for (const auto& s : r.stages)
+    if (s.path == path) return &s;
+  return nullptr;
+}
+
+void add_ceiling_share(case_record& r, const ceiling_table& ceilings, const std::string& key, const std::string& name,
+                       double achieved) {
+  const auto it = ceilings.find(key);
+  if (it != ceilings.end() && it->second.value > 0)
+    r.metrics.push_back({"utilisation/" + name + "/" + key, achieved / it->second.value, "fraction"});
+}
+
+void run_offline(case_state& st, engine& eng, const llm_case& c) {
+  const bool e2e = c.way == loop::end_to_end;
+  std::filesystem::path prompts_path, generations_path = scratch_dir() / "generations.jsonl";
+  std::vector<prompt_request> reqs;
+  if (c.prompts == "synthetic") {
+    reqs = synthetic_requests(c, c.batch);
+    if (e2e) {
+      prompts_path = scratch_dir() / fmt::format("prompts-b{}-p{}-o{}.jsonl", c.batch, c.prompt, c.output);
+      write_synthetic_prompts(prompts_path, c.batch, c.prompt, c.output);
+    }
+  } else {
+    prompts_path = c.prompts;
+    reqs = file_requests(st, c);
+  }
+  step_work pre, dec;
+  const step_work total = generation_work(c, reqs, &pre, &dec);
+  st.set_work(total.flops, total.bytes_read(), total.kv_bytes_written);
+  std::int64_t output_tokens = 0, prompt_tokens = 0, decode_steps = 0;
+  for (std::size_t first = 0; first < reqs.size(); first += static_cast<std::size_t>(c.batch)) {
+    std::int64_t longest = 0;
+    for (std::size_t i = first; i < std::min(reqs.size(), first + static_cast<std::size_t>(c.batch)); ++i)
+      longest = std::max(longest, reqs[i].output_tokens);
+    decode_steps += longest - 1;
+  }
+  for (const auto& r : reqs) {
+    output_tokens += r.output_tokens;
+    prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
+  }
+  st.add_metric("work/requests", static_cast<double>(reqs.size()), "requests");
+  st.add_metric("work/output_tokens", static_cast<double>(output_tokens), "tokens");
+  if (e2e) st.set_detail("files.generations", generations_path.string());
+
+  auto& rec = st.stages();
+  if (!e2e) {
+    // Compute-only: the ids are on the device before timing; nothing crosses inside a repetition.
+    eng.stage_prompts(concat_ids(reqs));
+    st.exec([&] { generate_wave(eng, rec, reqs, true, nullptr); });
+  } else {
+    std::vector<std::vector<std::int32_t>> generated(reqs.size());
+    st.exec([&] {
+      std::string text;
+      {
+        auto sc = rec.enter("read");
+        text = read_text(prompts_path);
+        sc.add_bytes_read(static_cast<double>(text.size()));
+      }
+      prompt_set set;
+      {
+        auto sc = rec.enter("parse");
+        set = parse_prompts(text, limits_for(c));
+      }
+      if (set.requests.size() != reqs.size())
+        throw input_error(fmt::format("prompts file {} changed during the run", prompts_path.string()));
+      std::span<const prompt_request> all(set.requests);
+      for (std::size_t first = 0; first < all.size(); first += static_cast<std::size_t>(c.batch)) {
+        const auto wave = all.subspan(first, std::min(all.size() - first, static_cast<std::size_t>(c.batch)));
+        const bool staged = one_length(wave);
+        if (staged) {
+          auto sc = rec.enter("h2d");
+          const auto ids = concat_ids(wave);
+          eng.stage_prompts(ids);
+          sc.add_bytes_written(static_cast<double>(ids.size() * sizeof(std::int32_t)));
+        }
+        std::vector<std::vector<std::int32_t>> out(wave.size());
+        generate_wave(eng, rec, wave, staged, &out);
+        std::move(out.begin(), out.end(), generated.begin() + static_cast<std::ptrdiff_t>(first));
+      }
+      auto sc = rec.enter("write");
+      const auto lines = format_generations(set.requests, generated);
+      write_text_file(generations_path, lines);
+      sc.add_bytes_written(static_cast<double>(lines.size()));
+    });
+  }
+
+  const double prefill_tokens = static_cast<double>(prompt_tokens);
+  st.on_finish([&st, c, pre, dec, prefill_tokens, decode_steps, output_tokens](case_record& r) {
+    const stage_record* p = find_stage(r, "prefill");
+    const stage_record* d = find_stage(r, "decode");
+    if (!p || !d) throw std::logic_error("llm offline: the prefill and decode stages were not recorded");
+    // Stage totals cover every timed repetition (warm-up is dropped), each entering the prefill
+    // and decode stages once per wave.
+    const double samples = static_cast<double>(r.device_ns.size());
+    const double prefill_s = (p->device_ns >= 0 ? p->device_ns : p->host_ns) * 1e-9 / samples;
+    const double decode_s = (d->device_ns >= 0 ? d->device_ns : d->host_ns) * 1e-9 / samples;
+    const double waves = static_cast<double>(p->calls) / samples;
+    r.metrics.push_back({"latency/ttft", prefill_s / waves, "s"});
+    r.metrics.push_back({"throughput/prefill_tokens_per_s", prefill_tokens / prefill_s, "tokens/s"});
+    const double prefill_flops = pre.flops / prefill_s;
+    r.metrics.push_back({"throughput/prefill_flops", prefill_flops, "FLOP/s"});
+    add_ceiling_share(r, st.ceilings(), fmt::format("gemm.{}", dtype_name(c.weights)), "prefill", prefill_flops);
+    if (decode_steps > 0 && decode_s > 0) {
+      const double tpot = decode_s / static_cast<double>(decode_steps);
+      r.metrics.push_back({"latency/tpot", tpot, "s"});
+      r.metrics.push_back({"throughput/decode_tokens_per_s", static_cast<double>(dec.tokens) / decode_s, "tokens/s"});
+      const double bandwidth = dec.bytes_moved() / decode_s;
+      r.metrics.push_back({"throughput/decode_bytes", bandwidth, "B/s"});
+      add_ceiling_share(r, st.ceilings(), "copy.d2d", "decode", bandwidth);
+    }
+    if (r.device_stats && r.device_stats->median > 0)
+      r.metrics.push_back(
+          {"throughput/output_tokens_per_s", static_cast<double>(output_tokens) / (r.device_stats->median * 1e-9),
+           "tokens/s"});
+  });
+}
+
+// Server and single stream: a continuous-batching loop on the host clock.
+void run_serving(case_state& st, engine& eng, const llm_case& c) {
+  const bool single = c.kind == scenario::single_stream;
+  std::vector<prompt_request> pool =
+      c.prompts == "synthetic" ? synthetic_requests(c, c.requests) : file_requests(st, c);
+  const auto request = [&](std::int64_t i) -> const prompt_request& {
+    return pool[static_cast<std::size_t>(i) % pool.size()];
+  };
+  const auto n = static_cast<std::size_t>(c.requests);
+  std::vector<double> arrival = single ? std::vector<double>(n, 0.0) : poisson_arrivals(c.rate, n, c.seed);
+  std::vector<request_timeline> timeline(n);
+  std::vector<std::int64_t> in_slot(static_cast<std::size_t>(eng.slots()), -1);
+
+  // Warm-up outside the run: one request's prefill and a decode step (graphs, plans, clocks).
+  {
+    const auto& r = request(0);
+    eng.stage_prompts(r.tokens);
+    eng.prefill_staged(0, 1, static_cast<std::int64_t>(r.tokens.size()));
+    if (r.output_tokens > 1) eng.decode(1);
+    eng.record_ids(1);
+    (void)eng.take_recorded();
+    eng.release(0);
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto now = [&] { return seconds_between(t0, std::chrono::steady_clock::now()); };
+  std::size_t next = 0, done = 0;
+  std::int64_t steps = 0, busy = 0;
+  double step_seconds = 0;
+  while (done < n) {
+    // Admissions: every request that has arrived, while a slot is free.
+    while (next < n && arrival[next] <= now() && busy < eng.slots()) {
+      const auto slot = static_cast<std::int64_t>(std::find(in_slot.begin(), in_slot.end(), -1) - in_slot.begin());
+      const auto& r = request(static_cast<std::int64_t>(next));
+      auto& tl = timeline[next];
+      tl.scheduled = arrival[next];
+      tl.prompt_tokens = static_cast<std::int64_t>(r.tokens.size());
+      tl.admitted = std::max(now(), tl.scheduled);
+      eng.stage_prompts(r.tokens);
+      eng.prefill_staged(slot, 1, tl.prompt_tokens);
+      eng.record_ids(slot + 1);
+      (void)eng.take_recorded();
+      tl.tokens.push_back(now());
+      if (r.output_tokens <= 1) {
+        eng.release(slot);
+        ++done;
+        if (single && next + 1 < n) arrival[next + 1] = now();
+      } else {
+        in_slot[static_cast<std::size_t>(slot)] = static_cast<std::int64_t>(next);
+        ++busy;
+      }
+      ++next;
+    }
+    if (busy == 0) {
+      if (next < n) {
+        const double wait = arrival[next] - now();
+        if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      }
+      continue;
+    }
+    std::int64_t rows = 0;
+    for (std::int64_t i = 0; i < eng.slots(); ++i)
+      if (in_slot[static_cast<std::size_t>(i)] >= 0) rows = i + 1;
+    const double before = now();
+    eng.decode(rows);
+    eng.record_ids(rows);
+    (void)eng.take_recorded();
+    const double t = now();
+    step_seconds += t - before;
+    ++steps;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const auto id = in_slot[static_cast<std::size_t>(i)];
+      if (id < 0) continue;
+      auto& tl = timeline[static_cast<std::size_t>(id)];
+      tl.tokens.push_back(t);
+      if (static_cast<std::int64_t>(tl.tokens.size()) >= request(id).output_tokens) {
+        eng.release(i);
+        in_slot[static_cast<std::size_t>(i)] = -1;
+        --busy;
+        ++done;
+        if (single && next < n) arrival[next] = t;
+      }
+    }
+  }
+
+  const auto report = summarize_server(timeline, c.targets);
+  std::vector<double> e2e_ns;
+  for (const auto& tl : timeline) e2e_ns.push_back((tl.tokens.back() - tl.scheduled) * 1e9);
+  st.record_samples(std::move(e2e_ns), "host_steady_clock_scheduled_arrival_to_last_token");
+  st.on_finish([report, steps, step_seconds, single](case_record& r) {
+    const auto put = [&](const std::string& name, const summary& s) {
+      if (s.count == 0) return;
+      r.metrics.push_back({"latency/" + name + "/p50", s.median, "s"});
+      r.metrics.push_back({"latency/" + name + "/p90", s.percentiles.at(0).value, "s"});
+      r.metrics.push_back({"latency/" + name + "/p99", s.percentiles.at(2).value, "s"});
+      r.metrics.push_back({"latency/" + name + "/mean", s.mean, "s"});
+    };
+    put("ttft", report.ttft);
+    put("tpot", report.tpot);
+    put("itl", report.itl);
+    put("e2e", report.e2e);
+    if (!single) put("queue", report.queue);
+    r.metrics.push_back({"load/requests", static_cast<double>(report.requests), "requests"});
+    r.metrics.push_back({"load/completed", static_cast<double>(report.completed), "requests"});
+    if (!single) r.metrics.push_back({"load/offered_rate", report.offered_rate, "requests/s"});
+    r.metrics.push_back({"load/achieved_rate", report.achieved_rate, "requests/s"});
+    r.metrics.push_back({"throughput/output_tokens_per_s", report.output_tokens_per_s, "tokens/s"});
+    r.metrics.push_back({"load/meeting_targets", static_cast<double>(report.meeting_targets), "requests"});
+    r.metrics.push_back({"load/goodput", report.goodput, "requests/s"});
+    r.metrics.push_back({"load/meets_targets", report.meets_targets ? 1.0 : 0.0, "bool"});
+    r.metrics.push_back({"load/decode_steps", static_cast<double>(steps), "steps"});
+    if (steps > 0) r.metrics.push_back({"latency/decode_step_mean", step_seconds / static_cast<double>(steps), "s"});
+  });
+}
+
+}  // namespace
+
+std::filesystem::path scratch_dir() {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("itera-llm-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+llm_case read_case(const case_state& st) {
+  llm_case c;
+  c.checkpoint = st.get_string("checkpoint");
+  if (c.checkpoint == "random") {
+    c.config = apply_shape(preset(st.get_string("model")), st.get_string("shape"));
+  } else {
+    if (st.get_string("shape") != "preset")
+      throw usage_error("axis shape: a checkpoint brings its own shape; leave --axis shape at 'preset'");
+    c.config = read_hf_config(std::filesystem::path(c.checkpoint) / "config.json");
+  }
+  c.weights = parse_dtype(st.get_string("weights"));
+  c.kv = parse_dtype(st.get_string("kv"));
+  const auto& kind = st.get_string("scenario");
+  c.kind = kind == "server" ? scenario::server : kind == "single_stream" ? scenario::single_stream : scenario::offline;
+  c.way = st.get_string("loop") == "end_to_end" ? loop::end_to_end : loop::compute;
+  c.batch = st.get_int("batch");
+  c.prompt = st.get_int("prompt");
+  c.output = st.get_int("output");
+  c.prompts = st.get_string("prompts");
+  c.requests = st.get_int("requests");
+  c.seed = static_cast<std::uint64_t>(st.get_int("seed"));
+  c.rate = parse_number("rate", st.get_string("rate"), true);
+  c.targets.ttft_s = parse_number("ttft_ms", st.get_string("ttft_ms"), false) * 1e-3;
+  c.targets.tpot_s = parse_number("tpot_ms", st.get_string("tpot_ms"), false) * 1e-3;
+  if (c.way == loop::compute && c.kind == scenario::offline && c.prompts != "synthetic")
+    throw usage_error("axis prompts: the compute-only loop runs synthetic prompts of --axis prompt tokens; a prompts "
+                      "file is read by --axis loop=end_to_end (or scenario=server)");
+  c.context = st.get_int("context");
+  if (c.context == 0) {
+    if (c.prompts == "synthetic") {
+      c.context = c.prompt + c.output;
+    } else {
+      // The longest good line of the file, prompt plus output.
+      prompt_limits l;
+      l.vocab = c.config.vocab;
+      l.max_context = c.config.max_position;
+      l.default_output = c.output;
+      l.seed = c.seed;
+      const auto set = read_prompts(c.prompts, l);
+      for (const auto& r : set.requests)
+        c.context = std::max(c.context, static_cast<std::int64_t>(r.tokens.size()) + r.output_tokens);
+      if (c.context == 0) c.context = std::min<std::int64_t>(c.config.max_position, c.prompt + c.output);
+    }
+  }
+  if (c.context > c.config.max_position)
+    throw usage_error(fmt::format("axis context: {} tokens exceed the {} tokens {} holds (max_position)", c.context,
+                                  c.config.max_position, c.config.name));
+  if (c.prompts == "synthetic" && c.prompt + c.output > c.context)
+    throw usage_error(fmt::format("prompt of {} tokens + {} output tokens = {} exceed the context of {} (shorten "
+                                  "--axis prompt or --axis output, or raise --axis context)",
+                                  c.prompt, c.output, c.prompt + c.output, c.context));
+  return c;
+}
+
+memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes) {
+  memory_request r;
+  r.config = c.config;
+  r.weights = c.weights;
+  r.kv = c.kv;
+  r.batch = c.kind == scenario::single_stream ? 1 : c.batch;
+  r.context = c.context;
+  // Offline prefills a whole batch at once; serving prefills one request at a time.
+  r.prefill_batch = c.kind == scenario::offline ? r.batch : 1;
+  r.prefill_tokens = c.prompts == "synthetic" ? c.prompt : c.context;
+  r.workspace_bytes = workspace_bytes;
+  return r;
+}
+
+memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes) {
+  const auto need = memory_needs(c, workspace_bytes);
+  const auto plan = plan_memory(need);
+  for (const auto& p : plan.parts) {
+    std::string name = p.name;
+    std::replace(name.begin(), name.end(), ' ', '_');
+    st.add_metric("memory/plan/" + name, static_cast<double>(p.bytes), "B");
+  }
+  st.add_metric("memory/plan/total", static_cast<double>(plan.total_bytes()), "B");
+  st.add_metric("memory/free_before", static_cast<double>(free_bytes), "B");
+  st.add_metric("memory/largest_batch", static_cast<double>(largest_batch(need, free_bytes)), "sequences");
+  st.add_metric("memory/largest_context", static_cast<double>(largest_context(need, free_bytes)), "tokens");
+  if (!plan.fits(free_bytes)) throw case_skipped(plan.does_not_fit(free_bytes));
+  const double headroom = static_cast<double>(free_bytes - plan.total_bytes());
+  st.add_metric("memory/headroom", headroom, "B");
+  // What the headroom would hold: more sequences of this context (their KV cache alone).
+  st.add_metric("memory/headroom_sequences",
+                std::floor(headroom / (kv_bytes_per_token(c.config, c.kv) * static_cast<double>(c.context))),
+                "sequences");
+  return plan;
+}
+
+void run_case(case_state& st, engine& eng, const llm_case& c) {
+  st.set_field("model", c.config.name);
+  st.set_field("precision.weights", std::string(dtype_name(c.weights)));
+  st.set_field("precision.kv_cache", std::string(dtype_name(c.kv)));
+  st.set_field("precision.accumulate", "fp32");
+  st.set_field("context", std::to_string(c.context));
+  st.set_detail("precision.as_run", eng.precision_note());
+  if (c.kind == scenario::offline)
+    run_offline(st, eng, c);
+  else
+    run_serving(st, eng, c);
+}
+
+}  // namespace itera::llm
