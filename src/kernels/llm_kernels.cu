@@ -827,6 +827,8 @@ void prepare_attention(const attention_shape& s) {
           cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dbytes)));
   }
   const std::size_t bytes = attention_shared_bytes(s);
+  // The general kernel runs only what neither the decode nor the prefill kernel takes.
+  if (decode_kernel_for(s).fn && prefill_attention_supported(s)) return;
   if (bytes <= default_shared_bytes) return;
   int device = 0, optin = 0;
   ITERA_CUDA_CHECK(cudaGetDevice(&device));
@@ -858,6 +860,10 @@ void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const 
     ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale, out));
     return;
   }
+  if (s.rows_per_seq > 1 && prefill_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream)) return;
+  if (attention_shared_bytes(s) + 32 * sizeof(float) > 227 * 1024)
+    throw std::invalid_argument(itera::cuda::cat("llm attention: no kernel takes head_dim ", s.head_dim,
+                                                 " at a context of ", s.max_context, " tokens"));
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.heads));
   attention_kernel<<<grid, attention_threads, attention_shared_bytes(s), stream>>>(qkv, k_cache, v_cache, start, s,
                                                                                    scale, out);

@@ -51,6 +51,13 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
 // (max_context floats).
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
+// Causal attention of a prefill pass (rows_per_seq > 1) on tensor cores, tiles of 64 queries x 64
+// keys with an online softmax (llm_prefill_attention.cu): head_dim 16, 32, 64 or 128, sm_80 and
+// later. Returns false, launching nothing, for a shape it does not take (attention() then runs
+// its general kernel).
+bool prefill_attention_supported(const attention_shape& s);
+bool prefill_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
+                       std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
 // The dynamic shared memory attention needs, and whether the device allows it (sets the kernel's
 // attribute when above the default 48 KiB). Throws when max_context is too long for this kernel.
 void prepare_attention(const attention_shape& s);

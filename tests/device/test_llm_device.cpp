@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -259,6 +260,43 @@ TEST_F(llm_cuda, slots_serve_like_the_cpu_engine) {
   EXPECT_EQ(gpu.length(2), 3 + 3);
 }
 
+// The tensor-core prefill attention across several query and key tiles (64 each): a prompt of 150
+// tokens (three tiles, the last partial) for two sequences, every position's logits against the
+// cpu reference.
+TEST_F(llm_cuda, long_prefill_matches_cpu_reference) {
+  const model_config c = preset("tiny");
+  const model_weights w = random_weights(c, dtype::bf16, 77);
+  const reference_model ref(w);
+  constexpr std::int64_t batch = 2, prompt = 150;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+  for (auto& t : ids) t = id(rng);
+  engine_options opts;
+  opts.batch = batch;
+  opts.max_context = prompt + 8;
+  opts.max_prompt = prompt;
+  opts.all_position_logits = true;
+  cuda_engine eng(*m_dev, w, opts);
+  const auto gpu = eng.prefill(ids, prompt, true);
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    auto seq = ref.new_sequence();
+    const std::vector<std::int32_t> mine(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt);
+    const auto want = ref.prefill(seq, mine);
+    for (std::int64_t t = 0; t < prompt; t += 37) {
+      const double err = normalised_error(gpu.data() + (static_cast<std::size_t>(b * prompt + t)) * vocab,
+                                          want.data() + static_cast<std::size_t>(t) * vocab, vocab);
+      EXPECT_LT(err, logits_tolerance) << "sequence " << b << " position " << t;
+    }
+    const double last = normalised_error(gpu.data() + static_cast<std::size_t>(b * prompt + prompt - 1) * vocab,
+                                         want.data() + static_cast<std::size_t>(prompt - 1) * vocab, vocab);
+    std::printf("prefill of %lld tokens, sequence %lld: last-position logits normalised error %.3g\n",
+                static_cast<long long>(prompt), static_cast<long long>(b), last);
+    EXPECT_LT(last, logits_tolerance);
+  }
+}
+
 TEST_F(llm_cuda, small_gemm_matches_fp64) {
   constexpr std::int64_t in = 4096;
   std::mt19937 rng(20261029);
@@ -326,14 +364,18 @@ TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
 
 TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
+  // ITERA_LLM_TIMING_BATCH sets the batch (default 1).
   const model_config c = preset("llama-3.1-8b");
   constexpr std::int64_t context = 512, steps = 32, record_steps = 8;
+  const char* batch_env = std::getenv("ITERA_LLM_TIMING_BATCH");
+  const std::int64_t batch = batch_env ? std::max<std::int64_t>(1, std::atoll(batch_env)) : 1;
   engine_options opts;
-  opts.batch = 1;
+  opts.batch = batch;
   opts.max_context = context + 2 * steps + record_steps + 8;
   opts.max_prompt = context;
-  const double needed = weight_bytes(c, dtype::bf16) + kv_bytes_per_token(c, dtype::bf16) * opts.max_context +
-                        2.0 * (1 << 30);
+  const double needed = weight_bytes(c, dtype::bf16) +
+                        kv_bytes_per_token(c, dtype::bf16) * static_cast<double>(opts.max_context * batch) +
+                        2.0 * (1 << 30) * static_cast<double>(batch);
   const auto free_bytes = m_dev->memory().free_bytes;
   if (static_cast<double>(free_bytes) < needed)
     GTEST_SKIP() << "needs about " << needed / 1e9 << " GB, " << static_cast<double>(free_bytes) / 1e9 << " GB free";
@@ -344,7 +386,7 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
               static_cast<double>(mem.activations) / 1e9, static_cast<double>(mem.workspace) / 1e9);
   std::mt19937 rng(3);
   std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(context));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(context * batch));
   for (auto& t : ids) t = id(rng);
   (void)eng.prefill(ids, context);
   eng.decode_device();  // warm: plans, first launches
@@ -352,16 +394,16 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   for (const bool graph : {false, true}) {
     const std::int64_t held = eng.length(0);
     const double ms = eng.time_decode_ms(static_cast<int>(steps), graph);
-    const std::vector<std::int64_t> mid = {held + steps / 2};
+    const std::vector<std::int64_t> mid(static_cast<std::size_t>(batch), held + steps / 2);
     const auto work = decode_step_work(c, dtype::bf16, dtype::bf16, mid);
     const double gbps = work.bytes_moved() / (ms * 1e-3) / 1e9;
-    std::printf("llama-3.1-8b decode, batch 1, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, %.0f GB/s "
+    std::printf("llama-3.1-8b decode, batch %lld, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, %.0f GB/s "
                 "(%.3g GB moved per step)\n",
-                static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches", ms, 1e3 / ms, gbps,
-                work.bytes_moved() / 1e9);
+                static_cast<long long>(batch), static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches",
+                ms, 1e3 * static_cast<double>(batch) / ms, gbps, work.bytes_moved() / 1e9);
     EXPECT_GT(ms, 0);
   }
-  EXPECT_EQ(eng.read_ids().size(), 1u);
+  EXPECT_EQ(eng.read_ids().size(), static_cast<std::size_t>(batch));
 
   // Where a step's time goes: eager steps with every part in a recorder scope (device time from
   // the backend's clock). Per step: each stage's device time, the weight bytes it declares (for a
