@@ -561,10 +561,25 @@ void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* o
 
 constexpr int decode_threads = 256;
 constexpr int decode_warps = decode_threads / 32;
-// Cluster size. Measured on the H200 (llama-3.1-8b, batch 1, context ~529, attention per decode
-// step over 32 layers): 4 blocks 711 us, 8 blocks 499 us, 16 blocks 815 us (above 8 also needs
-// cudaFuncAttributeNonPortableClusterSizeAllowed).
+// Cluster size: the most blocks one row's keys are split over. Measured on the H200 (llama-3.1-8b,
+// batch 1, context ~529, attention per decode step over 32 layers): 4 blocks 711 us, 8 blocks
+// 499 us, 16 blocks 815 us (above 8 also needs cudaFuncAttributeNonPortableClusterSizeAllowed).
+// Splitting pays only while the (row, kv head) pairs alone leave SMs idle: at batch 64 the 8-way
+// split ran 4096 blocks of 72 keys each and spent its time in merges (16.6 ms a step, 295 GB/s),
+// so the launch takes the fewest splits (1, 2, 4 or 8) that give at least two blocks per SM.
 constexpr int decode_splits = 8;
+
+int decode_splits_for(std::int64_t pairs) {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    ITERA_CUDA_CHECK(cudaGetDevice(&device));
+    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  int splits = 1;
+  while (splits < decode_splits && pairs * splits < 2 * static_cast<std::int64_t>(sms)) splits *= 2;
+  return splits;
+}
 // Key passes in flight per warp iteration. 8 for head_dim <= 128 was tried and measured slower on
 // the H200 (llama-3.1-8b, context ~529: 19.0 against 15.6 us per layer, with more registers), so 4.
 template <int V>
@@ -623,7 +638,8 @@ __global__ void __launch_bounds__(decode_threads)
   std::int64_t seq = 0;
   const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
   const std::int64_t keys = (pos < s.max_context ? pos : s.max_context - 1) + 1;
-  const std::int64_t chunk = (keys + decode_splits - 1) / decode_splits;
+  const int splits = static_cast<int>(gridDim.z);  // the cluster: blocks sharing this row's keys
+  const std::int64_t chunk = (keys + splits - 1) / splits;
   const std::int64_t begin = min(keys, static_cast<std::int64_t>(blockIdx.z) * chunk);
   const std::int64_t end = min(keys, begin + chunk);
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
@@ -731,12 +747,12 @@ __global__ void __launch_bounds__(decode_threads)
     for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += decode_threads) {
       const int g = idx / HD, d = idx % HD;
       float mx = -INFINITY;
-      for (int b = 0; b < decode_splits; ++b) {
+      for (int b = 0; b < splits; ++b) {
         const float* other = cluster.map_shared_rank(merged, b);
         mx = fmaxf(mx, other[g * (HD + 2) + HD]);
       }
       float num = 0.0f, den = 0.0f;
-      for (int b = 0; b < decode_splits; ++b) {
+      for (int b = 0; b < splits; ++b) {
         const float* other = cluster.map_shared_rank(merged, b) + g * (HD + 2);
         if (other[HD] == -INFINITY) continue;
         const float w = expf(other[HD] - mx);
@@ -773,10 +789,15 @@ bool device_has_clusters() {
 }
 
 // The decode kernel for a shape, or none (fn null) when the shape is outside what it handles or
-// the device has no clusters (A100, L4, L40S: the general attention kernel runs there).
-decode_choice decode_kernel_for(const attention_shape& s) {
+// the device has no clusters (A100, L4, L40S: the general attention kernel runs there). `wide`:
+// the launch has a block per (row, kv head) and no key split (a large batch); head dims 64 and 128
+// then take 16-byte loads and fewer lanes per key (fewer shuffle levels per key, more keys side by
+// side), which the latency-bound small grid of batch 1 did not favour.
+decode_choice decode_kernel_for(const attention_shape& s, bool wide = false) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > decode_max_group) return {};
   if (!device_has_clusters()) return {};
+  if (wide && s.head_dim == 64) return {decode_attention_kernel<8, 8>, 8};
+  if (wide && s.head_dim == 128) return {decode_attention_kernel<8, 16>, 16};
   switch (s.head_dim) {
     case 16: return {decode_attention_kernel<4, 4>, 4};
     case 32: return {decode_attention_kernel<4, 8>, 8};
@@ -820,11 +841,13 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
 }
 
 void prepare_attention(const attention_shape& s) {
-  if (const decode_choice d = decode_kernel_for(s); d.fn) {
-    const std::size_t dbytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
-    if (dbytes > default_shared_bytes)
-      ITERA_CUDA_CHECK(
-          cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dbytes)));
+  for (const bool wide : {false, true}) {
+    if (const decode_choice d = decode_kernel_for(s, wide); d.fn) {
+      const std::size_t dbytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
+      if (dbytes > default_shared_bytes)
+        ITERA_CUDA_CHECK(
+            cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dbytes)));
+    }
   }
   const std::size_t bytes = attention_shared_bytes(s);
   // The general kernel runs only what neither the decode nor the prefill kernel takes.
@@ -844,9 +867,10 @@ void prepare_attention(const attention_shape& s) {
 
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
-  if (const decode_choice d = decode_kernel_for(s); d.fn && s.rows_per_seq == 1) {
+  const int splits = decode_splits_for(rows * s.kv_heads);
+  if (const decode_choice d = decode_kernel_for(s, splits == 1); d.fn && s.rows_per_seq == 1) {
     cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), decode_splits);
+    config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(splits));
     config.blockDim = dim3(decode_threads);
     config.dynamicSmemBytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
     config.stream = stream;
@@ -854,7 +878,7 @@ void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const 
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = 1;
     cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = decode_splits;
+    cluster.val.clusterDim.z = static_cast<unsigned>(splits);
     config.attrs = &cluster;
     config.numAttrs = 1;
     ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale, out));

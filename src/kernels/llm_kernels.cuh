@@ -46,7 +46,7 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
 // out[t][head] = softmax(q K^T * scale) V over cache positions 0..position(t) of t's sequence,
 // query head h reading kv head h / (heads / kv_heads). Reads q from qkv (row stride
 // q_dim + 2 kv_dim). Decode (rows_per_seq == 1, head_dim 16/32/64/128/256, at most 8 query heads
-// per kv head): flash-decoding, a cluster of 8 blocks per (row, kv head) splitting the keys, online
+// per kv head): flash-decoding, a cluster of 1-8 blocks per (row, kv head) splitting the keys, online
 // softmax, deterministic merges. Otherwise: one block per (row, head), the scores in shared memory
 // (max_context floats).
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,

@@ -85,7 +85,8 @@ workload_decl declaration() {
 
 void run_cpu(case_state& st) {
   const llm_case c = read_case(st);
-  (void)check_memory(st, c, st.device().memory().free_bytes, 0);
+  // The cpu engine holds weights, cache and activations in fp32 whatever the storage precision.
+  (void)check_memory(st, c, st.device().memory().free_bytes, 0, held_as::fp32);
   model_weights weights = c.checkpoint == "random" ? random_weights(c.config, c.weights, c.seed)
                                                    : load_checkpoint(c.checkpoint, c.weights);
   cpu_engine_options o;

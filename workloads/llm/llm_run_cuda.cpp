@@ -20,7 +20,7 @@ void run_cuda(case_state& st) {
   // memory the driver reports has it taken already.
   const std::uint64_t workspace = default_workspace_bytes;
   const auto free_before = dev.memory().free_bytes;
-  (void)check_memory(st, c, free_before + workspace, workspace);
+  (void)check_memory(st, c, free_before + workspace, workspace, held_as::case_precision);
 
   memory_tracker& tracker = dev.memory_tracking();
   const std::uint64_t baseline = tracker.current();

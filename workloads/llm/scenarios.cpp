@@ -488,11 +488,13 @@ llm_case read_case(const case_state& st) {
   return c;
 }
 
-memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes) {
+memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, held_as held) {
   memory_request r;
   r.config = c.config;
-  r.weights = c.weights;
-  r.kv = c.kv;
+  const bool fp32 = held == held_as::fp32;
+  r.weights = fp32 ? dtype::fp32 : c.weights;
+  r.kv = fp32 ? dtype::fp32 : c.kv;
+  r.activations = fp32 ? dtype::fp32 : dtype::bf16;
   r.batch = c.kind == scenario::single_stream ? 1 : c.batch;
   r.context = c.context;
   // Offline prefills a whole batch at once; serving prefills one request at a time.
@@ -502,8 +504,9 @@ memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes) {
   return r;
 }
 
-memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes) {
-  const auto need = memory_needs(c, workspace_bytes);
+memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes,
+                         held_as held) {
+  const auto need = memory_needs(c, workspace_bytes, held);
   const auto plan = plan_memory(need);
   for (const auto& p : plan.parts) {
     std::string name = p.name;
@@ -519,7 +522,7 @@ memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_b
   st.add_metric("memory/headroom", headroom, "B");
   // What the headroom would hold: more sequences of this context (their KV cache alone).
   st.add_metric("memory/headroom_sequences",
-                std::floor(headroom / (kv_bytes_per_token(c.config, c.kv) * static_cast<double>(c.context))),
+                std::floor(headroom / (kv_bytes_per_token(c.config, need.kv) * static_cast<double>(c.context))),
                 "sequences");
   return plan;
 }

@@ -62,13 +62,18 @@ struct llm_case {
 // (rate or batch not positive, a shape that breaks a model rule, a compute loop given a file).
 llm_case read_case(const case_state& st);
 
+// How an engine holds its numbers: as the case's precisions (the cuda engine) or everything in fp32
+// (the cpu engine, whatever the weights' storage precision).
+enum class held_as { case_precision, fp32 };
+
 // The memory the case needs on its engine, for the plan (R5).
-memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes);
+memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, held_as held);
 
 // Checks the plan against `free_bytes` and records it in the case (fields are not recipe: details
 // memory.plan.*); throws case_skipped "does not fit: needs X GiB, Y GiB free (...)" when it does
 // not fit. Also records the largest batch and context that fit beside this case's.
-memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes);
+memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes,
+                         held_as held);
 
 // Runs the case on `eng` (built for it: slots = batch, max_context = context). Sets the recipe
 // fields, times the scenario and adds its figures.
