@@ -105,11 +105,16 @@ std::vector<prompt_request> file_requests(case_state& st, const llm_case& c) {
   return std::move(set.requests);
 }
 
-// Least work of generating `reqs` in waves of `batch`: each wave's prefill, then its decode steps
-// over the sequences still generating.
-step_work generation_work(const llm_case& c, std::span<const prompt_request> reqs, step_work* prefill_only,
-                          step_work* decode_only) {
-  step_work total, pre, dec;
+// What generating `reqs` in waves of `batch` must do, in one pass over the waves: the least work
+// of each wave's prefill and of its decode steps (over the sequences still generating), and the
+// counts the figures divide by.
+struct generation_plan {
+  step_work prefill, decode, total;
+  std::int64_t decode_steps = 0, prompt_tokens = 0, output_tokens = 0;
+};
+
+generation_plan plan_generation(const llm_case& c, std::span<const prompt_request> reqs) {
+  generation_plan g;
   const auto add = [](step_work& into, const step_work& w) {
     into.weight_bytes_read += w.weight_bytes_read;
     into.kv_bytes_read += w.kv_bytes_read;
@@ -124,20 +129,21 @@ step_work generation_work(const llm_case& c, std::span<const prompt_request> req
     for (const auto& r : wave) {
       lens.push_back(static_cast<std::int64_t>(r.tokens.size()));
       longest = std::max(longest, r.output_tokens);
+      g.prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
+      g.output_tokens += r.output_tokens;
     }
-    add(pre, prefill_work(c.config, c.weights, c.kv, lens));
+    add(g.prefill, prefill_work(c.config, c.weights, c.kv, lens));
     for (std::int64_t s = 1; s < longest; ++s) {
       std::vector<std::int64_t> context;
       for (const auto& r : wave)
         if (r.output_tokens > s) context.push_back(static_cast<std::int64_t>(r.tokens.size()) + s - 1);
-      add(dec, decode_step_work(c.config, c.weights, c.kv, context));
+      add(g.decode, decode_step_work(c.config, c.weights, c.kv, context));
     }
+    g.decode_steps += longest - 1;
   }
-  add(total, pre);
-  add(total, dec);
-  if (prefill_only) *prefill_only = pre;
-  if (decode_only) *decode_only = dec;
-  return total;
+  add(g.total, g.prefill);
+  add(g.total, g.decode);
+  return g;
 }
 
 // Whether every prompt of the wave has one length (one batched prefill from staged ids).
@@ -220,22 +226,10 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
     prompts_path = c.prompts;
     reqs = file_requests(st, c);
   }
-  step_work pre, dec;
-  const step_work total = generation_work(c, reqs, &pre, &dec);
-  st.set_work(total.flops, total.bytes_read(), total.kv_bytes_written);
-  std::int64_t output_tokens = 0, prompt_tokens = 0, decode_steps = 0;
-  for (std::size_t first = 0; first < reqs.size(); first += static_cast<std::size_t>(c.batch)) {
-    std::int64_t longest = 0;
-    for (std::size_t i = first; i < std::min(reqs.size(), first + static_cast<std::size_t>(c.batch)); ++i)
-      longest = std::max(longest, reqs[i].output_tokens);
-    decode_steps += longest - 1;
-  }
-  for (const auto& r : reqs) {
-    output_tokens += r.output_tokens;
-    prompt_tokens += static_cast<std::int64_t>(r.tokens.size());
-  }
+  const generation_plan plan = plan_generation(c, reqs);
+  st.set_work(plan.total.flops, plan.total.bytes_read(), plan.total.kv_bytes_written);
   st.add_metric("work/requests", static_cast<double>(reqs.size()), "requests");
-  st.add_metric("work/output_tokens", static_cast<double>(output_tokens), "tokens");
+  st.add_metric("work/output_tokens", static_cast<double>(plan.output_tokens), "tokens");
   if (e2e) st.set_detail("files.generations", generations_path.string());
 
   auto& rec = st.stages();
@@ -280,8 +274,7 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
     });
   }
 
-  const double prefill_tokens = static_cast<double>(prompt_tokens);
-  st.on_finish([&st, c, pre, dec, prefill_tokens, decode_steps, output_tokens](case_record& r) {
+  st.on_finish([&st, c, plan](case_record& r) {
     const stage_record* p = find_stage(r, "prefill");
     const stage_record* d = find_stage(r, "decode");
     if (!p || !d) throw std::logic_error("llm offline: the prefill and decode stages were not recorded");
@@ -292,21 +285,22 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
     const double decode_s = (d->device_ns >= 0 ? d->device_ns : d->host_ns) * 1e-9 / samples;
     const double waves = static_cast<double>(p->calls) / samples;
     r.metrics.push_back({"latency/ttft", prefill_s / waves, "s"});
-    r.metrics.push_back({"throughput/prefill_tokens_per_s", prefill_tokens / prefill_s, "tokens/s"});
-    const double prefill_flops = pre.flops / prefill_s;
+    r.metrics.push_back(
+        {"throughput/prefill_tokens_per_s", static_cast<double>(plan.prompt_tokens) / prefill_s, "tokens/s"});
+    const double prefill_flops = plan.prefill.flops / prefill_s;
     r.metrics.push_back({"throughput/prefill_flops", prefill_flops, "FLOP/s"});
     add_ceiling_share(r, st.ceilings(), fmt::format("gemm.{}", dtype_name(c.weights)), "prefill", prefill_flops);
-    if (decode_steps > 0 && decode_s > 0) {
-      const double tpot = decode_s / static_cast<double>(decode_steps);
+    if (plan.decode_steps > 0 && decode_s > 0) {
+      const double tpot = decode_s / static_cast<double>(plan.decode_steps);
       r.metrics.push_back({"latency/tpot", tpot, "s"});
-      r.metrics.push_back({"throughput/decode_tokens_per_s", static_cast<double>(dec.tokens) / decode_s, "tokens/s"});
-      const double bandwidth = dec.bytes_moved() / decode_s;
+      r.metrics.push_back({"throughput/decode_tokens_per_s", static_cast<double>(plan.decode.tokens) / decode_s, "tokens/s"});
+      const double bandwidth = plan.decode.bytes_moved() / decode_s;
       r.metrics.push_back({"throughput/decode_bytes", bandwidth, "B/s"});
       add_ceiling_share(r, st.ceilings(), "copy.d2d", "decode", bandwidth);
     }
     if (r.device_stats && r.device_stats->median > 0)
       r.metrics.push_back(
-          {"throughput/output_tokens_per_s", static_cast<double>(output_tokens) / (r.device_stats->median * 1e-9),
+          {"throughput/output_tokens_per_s", static_cast<double>(plan.output_tokens) / (r.device_stats->median * 1e-9),
            "tokens/s"});
   });
 }
