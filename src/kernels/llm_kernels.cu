@@ -2,12 +2,12 @@
 // reference first (tests/device/test_llm_device.cpp); tuning comes later.
 #include "src/kernels/llm_kernels.cuh"
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -349,10 +349,66 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   }
 }
 
-template <int T, bool F32>
-__global__ void __launch_bounds__(gemv_threads) gemv_kernel(const bf16* __restrict__ w, int out_rows, int chunks,
-                                                            const bf16* __restrict__ x, void* __restrict__ out,
-                                                            float beta) {
+// Weights of a gemv, 16 bytes (a chunk) at a time: bf16 (8 values) or fp8 e4m3 (16 values, the
+// row's scale applied to the sum at the end).
+struct w_bf16 {
+  static constexpr int per_chunk = 8;
+  __device__ static void widen(const uint4& v, float* f) { unpack8(v, f); }
+};
+struct w_fp8 {
+  static constexpr int per_chunk = 16;
+  __device__ static void widen(const uint4& v, float* f) {
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const auto pair = static_cast<__nv_fp8x2_storage_t>(words[j] >> (16 * h));
+        const __half2 v2 = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));
+        const float2 f2 = __half22float2(v2);
+        f[4 * j + 2 * h] = f2.x;
+        f[4 * j + 2 * h + 1] = f2.y;
+      }
+    }
+  }
+};
+
+// acc[r][t] += w chunk c of row r . x chunk c of token t, for the R rows of a warp.
+template <class W, int R, int T>
+__device__ __forceinline__ void gemv_chunk(const uint4 (&wv)[R], const uint4* __restrict__ xr, int chunks, int c,
+                                           float (&acc)[R][T]) {
+  constexpr int E = W::per_chunk;
+  float wf[R][E];
+#pragma unroll
+  for (int r = 0; r < R; ++r) W::widen(wv[r], wf[r]);
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    float xf[E];
+#pragma unroll
+    for (int h = 0; h < E / 8; ++h)
+      unpack8(__ldg(xr + (static_cast<std::size_t>(t) * chunks + c) * (E / 8) + h), xf + 8 * h);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < E; ++j) acc[r][t] = fmaf(wf[r][j], xf[j], acc[r][t]);
+  }
+}
+
+// out = scale x acc (+ beta x out for fp32 output).
+template <bool F32>
+__device__ __forceinline__ void gemv_store(void* out, std::size_t at, float sum, float beta) {
+  if constexpr (F32) {
+    float* o = static_cast<float*>(out);
+    o[at] = beta != 0.0f ? sum + beta * o[at] : sum;
+  } else {
+    static_cast<bf16*>(out)[at] = __float2bfloat16_rn(sum);
+  }
+}
+
+template <class W, int T, bool F32>
+__global__ void __launch_bounds__(gemv_threads) gemv_kernel(const void* __restrict__ w, const float* __restrict__ scales,
+                                                            int out_rows, int chunks, const bf16* __restrict__ x,
+                                                            void* __restrict__ out, float beta) {
   constexpr int R = gemv_rows_per_warp, U = gemv_unroll;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int warp = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
@@ -362,7 +418,7 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const bf16* __restri
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = min(row0 + r, out_rows - 1);  // a last partial warp reads a valid row, stores nothing
-    wr[r] = reinterpret_cast<const uint4*>(w) + static_cast<std::size_t>(row) * chunks;
+    wr[r] = static_cast<const uint4*>(w) + static_cast<std::size_t>(row) * chunks;
   }
   const uint4* xr = reinterpret_cast<const uint4*>(x);
   float acc[R][T];
@@ -382,20 +438,7 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const bf16* __restri
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 32 * u;
-      if (c < chunks) {
-        float wf[R][8];
-#pragma unroll
-        for (int r = 0; r < R; ++r) unpack8(wv[u][r], wf[r]);
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-          float xf[8];
-          unpack8(__ldg(xr + static_cast<std::size_t>(t) * chunks + c), xf);
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wf[r][j], xf[j], acc[r][t]);
-        }
-      }
+      if (c < chunks) gemv_chunk<W, R, T>(wv[u], xr, chunks, c, acc);
     }
   }
 #pragma unroll
@@ -411,13 +454,8 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const bf16* __restri
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       if (lane != (r * T + t) % 32 || row >= out_rows) continue;
-      const std::size_t at = static_cast<std::size_t>(t) * out_rows + row;
-      if constexpr (F32) {
-        float* o = static_cast<float*>(out);
-        o[at] = beta != 0.0f ? acc[r][t] + beta * o[at] : acc[r][t];
-      } else {
-        static_cast<bf16*>(out)[at] = __float2bfloat16_rn(acc[r][t]);
-      }
+      const float scale = scales ? scales[row] : 1.0f;
+      gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * scale, beta);
     }
   }
 }
@@ -433,10 +471,10 @@ constexpr std::uint64_t gemv_target_warps = 8192;
 // Fewest 16-byte chunks per lane-row a slice keeps (one full unrolled step: 32 lanes x U).
 constexpr int gemv_min_slice = 32 * gemv_unroll;
 
-template <int T, bool F32>
+template <class W, int T, bool F32>
 __global__ void __launch_bounds__(gemv_split_threads, 1)
-    gemv_split_kernel(const bf16* __restrict__ w, int out_rows, int chunks, int split, int slice,
-                      const bf16* __restrict__ x, void* __restrict__ out, float beta) {
+    gemv_split_kernel(const void* __restrict__ w, const float* __restrict__ scales, int out_rows, int chunks, int split,
+                      int slice, const bf16* __restrict__ x, void* __restrict__ out, float beta) {
   constexpr int R = gemv_rows_per_warp, U = gemv_unroll, RT = R * T;
   __shared__ float partial[gemv_split_warps][RT];
   const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
@@ -448,7 +486,7 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = min(row0 + r, out_rows - 1);  // rows past the end read a valid row, store nothing
-    wr[r] = reinterpret_cast<const uint4*>(w) + static_cast<std::size_t>(row) * chunks;
+    wr[r] = static_cast<const uint4*>(w) + static_cast<std::size_t>(row) * chunks;
   }
   const uint4* xr = reinterpret_cast<const uint4*>(x);
   float acc[R][T];
@@ -468,20 +506,7 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 32 * u;
-      if (c < cend) {
-        float wf[R][8];
-#pragma unroll
-        for (int r = 0; r < R; ++r) unpack8(wv[u][r], wf[r]);
-#pragma unroll
-        for (int t = 0; t < T; ++t) {
-          float xf[8];
-          unpack8(__ldg(xr + static_cast<std::size_t>(t) * chunks + c), xf);
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[r][t] = fmaf(wf[r][j], xf[j], acc[r][t]);
-        }
-      }
+      if (c < cend) gemv_chunk<W, R, T>(wv[u], xr, chunks, c, acc);
     }
   }
 #pragma unroll
@@ -504,13 +529,8 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
   if (row >= out_rows) return;
   float sum = partial[g * split][k];
   for (int p = 1; p < split; ++p) sum += partial[g * split + p][k];
-  const std::size_t at = static_cast<std::size_t>(t) * out_rows + row;
-  if constexpr (F32) {
-    float* o = static_cast<float*>(out);
-    o[at] = beta != 0.0f ? sum + beta * o[at] : sum;
-  } else {
-    static_cast<bf16*>(out)[at] = __float2bfloat16_rn(sum);
-  }
+  const float scale = scales ? scales[row] : 1.0f;
+  gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * scale, beta);
 }
 
 // Warps split K when the one-warp-per-R-rows grid is too small to keep enough bytes in flight:
@@ -525,9 +545,9 @@ int gemv_split_for(int out_rows, int chunks) {
   return split;
 }
 
-template <int T>
-void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* out, bool fp32_out, float beta,
-                 cudaStream_t stream) {
+template <class W, int T>
+void launch_gemv(const void* w, const float* scales, int out_rows, int chunks, const bf16* x, void* out, bool fp32_out,
+                 float beta, cudaStream_t stream) {
   const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + gemv_rows_per_warp - 1) / gemv_rows_per_warp;
   if (const int split = gemv_split_for(out_rows, chunks); split > 1) {
     // Slices of whole 32-chunk steps (every lane the same trip count), the last one shorter.
@@ -535,276 +555,57 @@ void launch_gemv(const bf16* w, int out_rows, int chunks, const bf16* x, void* o
     const auto per_block = static_cast<std::uint64_t>(gemv_split_warps / split);
     const auto blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
     if (fp32_out)
-      gemv_split_kernel<T, true><<<blocks, gemv_split_threads, 0, stream>>>(w, out_rows, chunks, split, slice, x, out,
-                                                                            beta);
+      gemv_split_kernel<W, T, true><<<blocks, gemv_split_threads, 0, stream>>>(w, scales, out_rows, chunks, split,
+                                                                               slice, x, out, beta);
     else
-      gemv_split_kernel<T, false><<<blocks, gemv_split_threads, 0, stream>>>(w, out_rows, chunks, split, slice, x,
-                                                                             out, beta);
+      gemv_split_kernel<W, T, false><<<blocks, gemv_split_threads, 0, stream>>>(w, scales, out_rows, chunks, split,
+                                                                                slice, x, out, beta);
     return;
   }
   const auto blocks = static_cast<unsigned>((warps * 32 + gemv_threads - 1) / gemv_threads);
   if (fp32_out)
-    gemv_kernel<T, true><<<blocks, gemv_threads, 0, stream>>>(w, out_rows, chunks, x, out, beta);
+    gemv_kernel<W, T, true><<<blocks, gemv_threads, 0, stream>>>(w, scales, out_rows, chunks, x, out, beta);
   else
-    gemv_kernel<T, false><<<blocks, gemv_threads, 0, stream>>>(w, out_rows, chunks, x, out, beta);
+    gemv_kernel<W, T, false><<<blocks, gemv_threads, 0, stream>>>(w, scales, out_rows, chunks, x, out, beta);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Decode attention (flash-decoding). One cluster of decode_splits blocks per (row, kv head): block z
-// takes a contiguous slice of the row's keys and serves the whole group of query heads sharing the
-// kv head. Head dims split over G = head_dim / V lanes (V bf16 per lane, one 8- or 16-byte load),
-// so a warp handles 32 / G keys side by side, U (decode_unroll) such passes in flight per iteration. Each
-// (warp, key lane-group) keeps an online softmax state (max, sum, V-weighted accumulator) per
-// query head; the block merges its states in shared memory, then block 0 of the cluster merges
-// the blocks' through distributed shared memory and writes the output. Merges run in a fixed
-// order, so results are deterministic.
-
-constexpr int decode_threads = 256;
-constexpr int decode_warps = decode_threads / 32;
-// Cluster size: the most blocks one row's keys are split over. Measured on the H200 (llama-3.1-8b,
-// batch 1, context ~529, attention per decode step over 32 layers): 4 blocks 711 us, 8 blocks
-// 499 us, 16 blocks 815 us (above 8 also needs cudaFuncAttributeNonPortableClusterSizeAllowed).
-// Splitting pays only while the (row, kv head) pairs alone leave SMs idle: at batch 64 the 8-way
-// split ran 4096 blocks of 72 keys each and spent its time in merges (16.6 ms a step, 295 GB/s),
-// so the launch takes the fewest splits (1, 2, 4 or 8) that give at least two blocks per SM.
-constexpr int decode_splits = 8;
-
-int decode_splits_for(std::int64_t pairs) {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    ITERA_CUDA_CHECK(cudaGetDevice(&device));
-    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  int splits = 1;
-  while (splits < decode_splits && pairs * splits < 2 * static_cast<std::int64_t>(sms)) splits *= 2;
-  return splits;
-}
-// Key passes in flight per warp iteration. 8 for head_dim <= 128 was tried and measured slower on
-// the H200 (llama-3.1-8b, context ~529: 19.0 against 15.6 us per layer, with more registers), so 4.
-template <int V>
-constexpr int decode_unroll = 4;
-constexpr int decode_max_group = 8;
-
-template <int V>
-struct bf16_vec;
-template <>
-struct bf16_vec<4> {
-  using type = uint2;
-};
-template <>
-struct bf16_vec<8> {
-  using type = uint4;
-};
-
-template <int V>
-__device__ __forceinline__ void load_bf16(const bf16* p, float* f) {
-  if constexpr (V == 4) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-    f[0] = __uint_as_float(v.x << 16);
-    f[1] = __uint_as_float(v.x & 0xffff0000u);
-    f[2] = __uint_as_float(v.y << 16);
-    f[3] = __uint_as_float(v.y & 0xffff0000u);
-  } else {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-    unpack8(v, f);
+template <class W>
+void gemv_tokens(const void* w, const float* scales, int rows, int chunks, const bf16* x, std::int64_t tokens, void* out,
+                 bool fp32_out, float beta, cudaStream_t stream) {
+  switch (tokens) {
+    case 1: launch_gemv<W, 1>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 2: launch_gemv<W, 2>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 3: launch_gemv<W, 3>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 4: launch_gemv<W, 4>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 5: launch_gemv<W, 5>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 6: launch_gemv<W, 6>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 7: launch_gemv<W, 7>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    default: launch_gemv<W, 8>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
   }
 }
 
-// Shared memory of the decode kernel: per block state (warps * 32/G states x group x (head_dim + 2)
-// floats), then the block's merged state (group x (head_dim + 2) floats).
-std::size_t decode_shared_bytes(std::int64_t head_dim, std::int64_t group, int lanes_per_key) {
-  const auto states = static_cast<std::size_t>(decode_warps * (32 / lanes_per_key));
-  return (states + 1) * static_cast<std::size_t>(group) * static_cast<std::size_t>(head_dim + 2) * sizeof(float);
+// Pass 1 of a row: the largest |bf16(init value)|; pass 2: the codes. One block per row.
+__global__ void __launch_bounds__(rms_threads)
+    fill_init_fp8_kernel(std::uint8_t* codes, float* scales, std::int64_t cols, int kind, std::uint64_t seed) {
+  __shared__ float scratch[32];
+  const std::int64_t row = blockIdx.x;
+  const auto value = [&](std::int64_t i) {
+    return __bfloat162float(__float2bfloat16_rn(host_exact_init_value(kind, seed, static_cast<std::uint64_t>(row * cols + i))));
+  };
+  float absmax = 0.0f;
+  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) absmax = fmaxf(absmax, fabsf(value(i)));
+  const float scale = itera::llm::fp8_row_scale(block_max(absmax, scratch));
+  if (threadIdx.x == 0) scales[row] = scale;
+  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+    codes[row * cols + i] = __nv_cvt_float_to_fp8(value(i) / scale, __NV_SATFINITE, __NV_E4M3);
 }
 
-template <int V, int G>
-// Launched with a cluster of decode_splits blocks along z (cudaLaunchKernelEx in attention()): the
-// cluster is a launch attribute, not __cluster_dims__, which sm_80 and sm_89 builds refuse.
-__global__ void __launch_bounds__(decode_threads)
-    decode_attention_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
-                            const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start, attention_shape s,
-                            float scale, bf16* __restrict__ out) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  // Thread block clusters exist from sm_90 on; decode_kernel_for never picks this kernel below.
-  __trap();
-#else
-  namespace cg = cooperative_groups;
-  constexpr int HD = V * G, KPW = 32 / G, U = decode_unroll<V>, MG = decode_max_group, STATES = decode_warps * KPW;
-  extern __shared__ float shared[];
-  cg::cluster_group cluster = cg::this_cluster();
-  const int group = static_cast<int>(s.heads / s.kv_heads);
-  const std::int64_t t = blockIdx.x, kvh = blockIdx.y;
-  std::int64_t seq = 0;
-  const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
-  const std::int64_t keys = (pos < s.max_context ? pos : s.max_context - 1) + 1;
-  const int splits = static_cast<int>(gridDim.z);  // the cluster: blocks sharing this row's keys
-  const std::int64_t chunk = (keys + splits - 1) / splits;
-  const std::int64_t begin = min(keys, static_cast<std::int64_t>(blockIdx.z) * chunk);
-  const std::int64_t end = min(keys, begin + chunk);
-  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
-  const int sub = lane / G, li = lane % G;  // key lane-group, lane within it
-  const std::int64_t q_dim = s.heads * HD, width = q_dim + 2 * s.kv_heads * HD;
-
-  float q[MG][V];
-#pragma unroll
-  for (int g = 0; g < MG; ++g) {
-    if (g < group) {
-      load_bf16<V>(qkv + t * width + (kvh * group + g) * HD + li * V, q[g]);
-    } else {
-#pragma unroll
-      for (int v = 0; v < V; ++v) q[g][v] = 0.0f;
-    }
-  }
-  float m[MG], l[MG], acc[MG][V];
-#pragma unroll
-  for (int g = 0; g < MG; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.0f;
-#pragma unroll
-    for (int v = 0; v < V; ++v) acc[g][v] = 0.0f;
-  }
-
-  const bf16* kb = k_cache + (seq * s.kv_heads + kvh) * s.max_context * HD + li * V;
-  const bf16* vb = v_cache + (seq * s.kv_heads + kvh) * s.max_context * HD + li * V;
-  for (std::int64_t j0 = begin + static_cast<std::int64_t>(warp) * KPW * U; j0 < end;
-       j0 += static_cast<std::int64_t>(decode_warps) * KPW * U) {
-    float kf[U][V], vf[U][V];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int64_t j = j0 + u * KPW + sub;
-      if (j < end) {
-        load_bf16<V>(kb + j * HD, kf[u]);
-        load_bf16<V>(vb + j * HD, vf[u]);
-      } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v) kf[u][v] = vf[u][v] = 0.0f;
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < MG; ++g) {
-      if (g >= group) continue;
-      float sc[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        float d = 0.0f;
-#pragma unroll
-        for (int v = 0; v < V; ++v) d = fmaf(q[g][v], kf[u][v], d);
-#pragma unroll
-        for (int o = G / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        sc[u] = j0 + u * KPW + sub < end ? d * scale : -INFINITY;
-      }
-      float mc = m[g];
-#pragma unroll
-      for (int u = 0; u < U; ++u) mc = fmaxf(mc, sc[u]);
-      if (mc == -INFINITY) continue;  // no key yet for this lane-group
-      const float corr = expf(m[g] - mc);
-      m[g] = mc;
-      l[g] *= corr;
-#pragma unroll
-      for (int v = 0; v < V; ++v) acc[g][v] *= corr;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const float p = expf(sc[u] - mc);
-        l[g] += p;
-#pragma unroll
-        for (int v = 0; v < V; ++v) acc[g][v] = fmaf(p, vf[u][v], acc[g][v]);
-      }
-    }
-  }
-
-  // This block's states: [state][g][HD + 2] (accumulator, then max and sum).
-  const int state = warp * KPW + sub;
-#pragma unroll
-  for (int g = 0; g < MG; ++g) {
-    if (g >= group) continue;
-    float* st = shared + (static_cast<std::size_t>(state) * group + g) * (HD + 2);
-#pragma unroll
-    for (int v = 0; v < V; ++v) st[li * V + v] = acc[g][v];
-    if (li == 0) {
-      st[HD] = m[g];
-      st[HD + 1] = l[g];
-    }
-  }
-  __syncthreads();
-  float* merged = shared + static_cast<std::size_t>(STATES) * group * (HD + 2);
-  for (int idx = static_cast<int>(threadIdx.x); idx < group * (HD + 2); idx += decode_threads) {
-    const int g = idx / (HD + 2), d = idx % (HD + 2);
-    float mx = -INFINITY;
-    for (int k = 0; k < STATES; ++k) mx = fmaxf(mx, shared[(static_cast<std::size_t>(k) * group + g) * (HD + 2) + HD]);
-    float r = mx;
-    if (d != HD) {
-      r = 0.0f;
-      for (int k = 0; k < STATES; ++k) {
-        const float* st = shared + (static_cast<std::size_t>(k) * group + g) * (HD + 2);
-        if (st[HD] != -INFINITY) r = fmaf(expf(st[HD] - mx), st[d], r);
-      }
-    }
-    merged[idx] = r;
-  }
-  cluster.sync();  // every block's merged state is written and visible across the cluster
-  if (cluster.block_rank() == 0) {
-    for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += decode_threads) {
-      const int g = idx / HD, d = idx % HD;
-      float mx = -INFINITY;
-      for (int b = 0; b < splits; ++b) {
-        const float* other = cluster.map_shared_rank(merged, b);
-        mx = fmaxf(mx, other[g * (HD + 2) + HD]);
-      }
-      float num = 0.0f, den = 0.0f;
-      for (int b = 0; b < splits; ++b) {
-        const float* other = cluster.map_shared_rank(merged, b) + g * (HD + 2);
-        if (other[HD] == -INFINITY) continue;
-        const float w = expf(other[HD] - mx);
-        num = fmaf(w, other[d], num);
-        den = fmaf(w, other[HD + 1], den);
-      }
-      out[t * q_dim + (kvh * group + g) * HD + d] = __float2bfloat16_rn(num / den);
-    }
-  }
-  cluster.sync();  // keep every block's shared memory alive until block 0 has read it
-#endif
-}
-
-using decode_fn = void (*)(const bf16*, const bf16*, const bf16*, const std::int32_t*, attention_shape, float, bf16*);
-
-struct decode_choice {
-  decode_fn fn = nullptr;
-  int lanes_per_key = 0;
-};
-
-// Whether the current device runs thread block clusters (compute capability 9.0 and later).
-bool device_has_clusters() {
-  constexpr int max_devices = 64;
-  static std::atomic<int> major[max_devices] = {};  // 0: not asked yet
-  int device = 0;
-  ITERA_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= max_devices) return false;
-  int m = major[device].load(std::memory_order_relaxed);
-  if (m == 0) {
-    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device));
-    major[device].store(m, std::memory_order_relaxed);
-  }
-  return m >= 9;
-}
-
-// The decode kernel for a shape, or none (fn null) when the shape is outside what it handles or
-// the device has no clusters (A100, L4, L40S: the general attention kernel runs there). `wide`:
-// the launch has a block per (row, kv head) and no key split (a large batch); head dims 64 and 128
-// then take 16-byte loads and fewer lanes per key (fewer shuffle levels per key, more keys side by
-// side), which the latency-bound small grid of batch 1 did not favour.
-decode_choice decode_kernel_for(const attention_shape& s, bool wide = false) {
-  if (s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > decode_max_group) return {};
-  if (!device_has_clusters()) return {};
-  if (wide && s.head_dim == 64) return {decode_attention_kernel<8, 8>, 8};
-  if (wide && s.head_dim == 128) return {decode_attention_kernel<8, 16>, 16};
-  switch (s.head_dim) {
-    case 16: return {decode_attention_kernel<4, 4>, 4};
-    case 32: return {decode_attention_kernel<4, 8>, 8};
-    case 64: return {decode_attention_kernel<4, 16>, 16};
-    case 128: return {decode_attention_kernel<4, 32>, 32};
-    case 256: return {decode_attention_kernel<8, 32>, 32};
-    default: return {};
+__global__ void dequantise_fp8_kernel(const std::uint8_t* codes, const float* scales, std::int64_t cols,
+                                      std::uint64_t count, bf16* out) {
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const __half h = __half(__nv_cvt_fp8_to_halfraw(codes[i], __NV_E4M3));
+    out[i] = __float2bfloat16_rn(__half2float(h) * scales[i / static_cast<std::uint64_t>(cols)]);
   }
 }
 
@@ -841,17 +642,10 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
 }
 
 void prepare_attention(const attention_shape& s) {
-  for (const bool wide : {false, true}) {
-    if (const decode_choice d = decode_kernel_for(s, wide); d.fn) {
-      const std::size_t dbytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
-      if (dbytes > default_shared_bytes)
-        ITERA_CUDA_CHECK(
-            cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dbytes)));
-    }
-  }
+  prepare_decode_attention(s);
   const std::size_t bytes = attention_shared_bytes(s);
   // The general kernel runs only what neither the decode nor the prefill kernel takes.
-  if (decode_kernel_for(s).fn && prefill_attention_supported(s)) return;
+  if (decode_attention_supported(s) && prefill_attention_supported(s)) return;
   if (bytes <= default_shared_bytes) return;
   int device = 0, optin = 0;
   ITERA_CUDA_CHECK(cudaGetDevice(&device));
@@ -867,23 +661,7 @@ void prepare_attention(const attention_shape& s) {
 
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
-  const int splits = decode_splits_for(rows * s.kv_heads);
-  if (const decode_choice d = decode_kernel_for(s, splits == 1); d.fn && s.rows_per_seq == 1) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(splits));
-    config.blockDim = dim3(decode_threads);
-    config.dynamicSmemBytes = decode_shared_bytes(s.head_dim, s.heads / s.kv_heads, d.lanes_per_key);
-    config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = static_cast<unsigned>(splits);
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale, out));
-    return;
-  }
+  if (s.rows_per_seq == 1 && decode_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream)) return;
   if (s.rows_per_seq > 1 && prefill_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream)) return;
   if (attention_shared_bytes(s) + 32 * sizeof(float) > 227 * 1024)
     throw std::invalid_argument(itera::cuda::cat("llm attention: no kernel takes head_dim ", s.head_dim,
@@ -913,31 +691,53 @@ void advance(std::int32_t* length, std::int64_t count, std::int32_t by, std::int
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x) {
+bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x, bool fp8) {
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  return tokens >= 1 && tokens <= gemv_max_tokens && in > 0 && in % 8 == 0 && in / 8 <= INT32_MAX && aligned(w) &&
-         aligned(x);
+  return tokens >= 1 && tokens <= gemv_max_tokens && in > 0 && in % (fp8 ? 16 : 8) == 0 && in / 8 <= INT32_MAX &&
+         aligned(w) && aligned(x);
 }
 
-void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
-          bool fp32_out, float beta, cudaStream_t stream) {
-  if (!gemv_supported(tokens, in, w, x))
+namespace {
+void check_gemv(std::int64_t out_rows, std::int64_t in, const void* w, const bf16* x, std::int64_t tokens,
+                bool fp32_out, float beta, bool fp8) {
+  if (!gemv_supported(tokens, in, w, x, fp8))
     throw std::invalid_argument(itera::cuda::cat("llm gemv: tokens ", tokens, " (1..", gemv_max_tokens, "), in ", in,
-                                                 " (a multiple of 8) and 16-byte aligned operands needed"));
+                                                 " (a multiple of ", fp8 ? 16 : 8,
+                                                 ") and 16-byte aligned operands needed"));
   if (out_rows < 1 || out_rows * tokens > INT32_MAX)
     throw std::invalid_argument(itera::cuda::cat("llm gemv: ", out_rows, " output rows out of range"));
   if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv: bf16 output takes beta = 0 only");
-  const int rows = static_cast<int>(out_rows), chunks = static_cast<int>(in / 8);
-  switch (tokens) {
-    case 1: launch_gemv<1>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 2: launch_gemv<2>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 3: launch_gemv<3>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 4: launch_gemv<4>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 5: launch_gemv<5>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 6: launch_gemv<6>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 7: launch_gemv<7>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-    default: launch_gemv<8>(w, rows, chunks, x, out, fp32_out, beta, stream); break;
-  }
+}
+}  // namespace
+
+void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
+          bool fp32_out, float beta, cudaStream_t stream) {
+  check_gemv(out_rows, in, w, x, tokens, fp32_out, beta, false);
+  gemv_tokens<w_bf16>(w, nullptr, static_cast<int>(out_rows), static_cast<int>(in / 8), x, tokens, out, fp32_out, beta,
+                      stream);
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const bf16* x,
+              std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
+  check_gemv(out_rows, in, w, x, tokens, fp32_out, beta, true);
+  gemv_tokens<w_fp8>(w, scales, static_cast<int>(out_rows), static_cast<int>(in / 16), x, tokens, out, fp32_out, beta,
+                     stream);
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+void fill_init_fp8(std::uint8_t* codes, float* scales, std::int64_t rows, std::int64_t cols, int init_kind,
+                   std::uint64_t seed, cudaStream_t stream) {
+  if (rows == 0) return;
+  fill_init_fp8_kernel<<<static_cast<unsigned>(rows), rms_threads, 0, stream>>>(codes, scales, cols, init_kind, seed);
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, bf16* out,
+                    cudaStream_t stream) {
+  const auto count = static_cast<std::uint64_t>(rows * cols);
+  if (count == 0) return;
+  dequantise_fp8_kernel<<<blocks_for(count), block_threads, 0, stream>>>(codes, scales, cols, count, out);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -45,12 +45,21 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
 
 // out[t][head] = softmax(q K^T * scale) V over cache positions 0..position(t) of t's sequence,
 // query head h reading kv head h / (heads / kv_heads). Reads q from qkv (row stride
-// q_dim + 2 kv_dim). Decode (rows_per_seq == 1, head_dim 16/32/64/128/256, at most 8 query heads
-// per kv head): flash-decoding, a cluster of 1-8 blocks per (row, kv head) splitting the keys, online
-// softmax, deterministic merges. Otherwise: one block per (row, head), the scores in shared memory
+// q_dim + 2 kv_dim). Decode (rows_per_seq == 1): decode_attention below where it takes the shape;
+// prefill: prefill_attention; otherwise one block per (row, head), the scores in shared memory
 // (max_context floats).
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
+// Decode attention (llm_decode_attention.cu): head_dim 16, 32, 64, 128 or 256, at most 8 query
+// heads per kv head. A block per (row, kv head) streams the keys through shared memory with
+// cp.async; on sm_90 a cluster of decode_attention_splits(rows * kv_heads) blocks shares a row's
+// keys (enough blocks for two per SM), merged through distributed shared memory. Online softmax,
+// merges in a fixed order. Returns false, launching nothing, for a shape it does not take.
+bool decode_attention_supported(const attention_shape& s);
+int decode_attention_splits(std::int64_t pairs);
+void prepare_decode_attention(const attention_shape& s);
+bool decode_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
+                      std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
 // Causal attention of a prefill pass (rows_per_seq > 1) on tensor cores, tiles of 64 queries x 64
 // keys with an online softmax (llm_prefill_attention.cu): head_dim 16, 32, 64 or 128, sm_80 and
 // later. Returns false, launching nothing, for a shape it does not take (attention() then runs
@@ -80,9 +89,22 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
 // Needs 1 <= tokens <= gemv_max_tokens, in % 8 == 0 and w, x 16-byte aligned (gemv_supported).
 constexpr std::int64_t gemv_max_tokens = 8;
 constexpr int gemv_rows_per_warp = 2;
-bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x);
+bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x, bool fp8 = false);
 void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
           bool fp32_out, float beta, cudaStream_t stream);
+// The same with fp8 e4m3 weights (codes [out_rows][in], in % 16 == 0) and one fp32 scale per
+// output row: out = scale[o] * sum_i code[o][i] x[t][i], codes widened to fp32 in registers.
+void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const bf16* x,
+              std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
+
+// fp8 weights generated on the device (weights.hpp: round_tensor): row r of a [rows][cols] tensor
+// of init values (bf16-rounded) becomes scales[r] = fp8_row_scale(max |row|) and codes[r][i] =
+// e4m3(value / scale), as the host quantises them.
+void fill_init_fp8(std::uint8_t* codes, float* scales, std::int64_t rows, std::int64_t cols, int init_kind,
+                   std::uint64_t seed, cudaStream_t stream);
+// out[r][i] = bf16(code[r][i] * scales[r]): fp8 weights for a cuBLASLt bf16 product.
+void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, bf16* out,
+                    cudaStream_t stream);
 
 // length[i] = min(length[i] + by, limit) for i < count. The limit keeps a free slot (which
 // decodes a throwaway token each step it sits inside the batch) writing inside its cache; the

@@ -392,6 +392,65 @@ TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
   EXPECT_EQ(a, b);
 }
 
+// fp8 e4m3 weights: the engine quantises the bf16 holder itself; the cpu reference computes with
+// the same codes times their scales (random_weights in fp8_e4m3 rounds exactly as the engine
+// does). Prefill (rows above the gemv's 8: projections dequantised to bf16, one more rounding of
+// code x scale, 2^-9 relative) and decode (3 rows: the fp8 gemv, exact codes, fp32 sums) against
+// it; the device-generated fp8 weights equal the uploaded ones bit for bit (same logits).
+TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
+  const model_config c = preset("tiny");
+  constexpr std::uint64_t seed = 20261129;
+  const model_weights bf16_w = random_weights(c, dtype::bf16, seed);
+  const model_weights fp8_w = random_weights(c, dtype::fp8_e4m3, seed);
+  const reference_model ref(fp8_w);
+  constexpr std::int64_t batch = 3, prompt = 11, steps = 4;
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+  for (auto& t : ids) t = id(rng);
+  engine_options opts;
+  opts.batch = batch;
+  opts.max_context = prompt + steps + 1;
+  opts.max_prompt = prompt;
+  opts.weights = dtype::fp8_e4m3;
+  cuda_engine eng(*m_dev, bf16_w, opts);
+  cuda_engine generated(*m_dev, c, seed, opts);
+  EXPECT_LT(eng.memory().weights, cuda_engine(*m_dev, bf16_w, [&] {
+              auto o = opts;
+              o.weights = dtype::bf16;
+              return o;
+            }()).memory().weights);
+  EXPECT_NE(eng.precision_note().find("fp8 e4m3"), std::string::npos);
+
+  std::vector<sequence> seqs;
+  std::vector<float> want;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    seqs.push_back(ref.new_sequence());
+    const auto l = ref.prefill(seqs.back(), std::span<const std::int32_t>(ids.data() + b * prompt, prompt));
+    want.insert(want.end(), l.end() - static_cast<std::ptrdiff_t>(vocab), l.end());
+  }
+  auto got = eng.prefill(ids, prompt);
+  EXPECT_EQ(generated.prefill(ids, prompt), got) << "device-generated fp8 weights differ from the uploaded ones";
+  double e = normalised_error(got.data(), want.data(), want.size());
+  std::printf("fp8 prefill logits: normalised error %.3g (tolerance %.3g)\n", e, logits_tolerance);
+  EXPECT_LT(e, logits_tolerance);
+  for (std::int64_t step = 0; step < steps; ++step) {
+    std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+    for (std::int64_t b = 0; b < batch; ++b)
+      next[static_cast<std::size_t>(b)] = argmax(std::span<const float>(want.data() + b * c.vocab, vocab));
+    got = eng.decode_step(next);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+      std::copy(l.begin(), l.end(), want.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+    }
+    e = normalised_error(got.data(), want.data(), want.size());
+    std::printf("fp8 decode step %lld (gemv): normalised error %.3g (tolerance %.3g)\n", static_cast<long long>(step + 1),
+                e, logits_tolerance);
+    EXPECT_LT(e, logits_tolerance) << "decode step " << step + 1;
+  }
+}
+
 TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
   // ITERA_LLM_TIMING_BATCH sets the batch (default 1).
@@ -399,11 +458,14 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   constexpr std::int64_t context = 512, steps = 32, record_steps = 8;
   const char* batch_env = std::getenv("ITERA_LLM_TIMING_BATCH");
   const std::int64_t batch = batch_env ? std::max<std::int64_t>(1, std::atoll(batch_env)) : 1;
+  const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");  // bf16 (default) or fp8_e4m3
+  const dtype weights = weights_env ? parse_dtype(weights_env) : dtype::bf16;
   engine_options opts;
+  opts.weights = weights;
   opts.batch = batch;
   opts.max_context = context + 2 * steps + record_steps + 8;
   opts.max_prompt = context;
-  const double needed = weight_bytes(c, dtype::bf16) +
+  const double needed = weight_bytes(c, weights) +
                         kv_bytes_per_token(c, dtype::bf16) * static_cast<double>(opts.max_context * batch) +
                         4.0 * (1 << 30);
   const auto free_bytes = m_dev->memory().free_bytes;
@@ -425,11 +487,11 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
     const std::int64_t held = eng.length(0);
     const double ms = eng.time_decode_ms(static_cast<int>(steps), graph);
     const std::vector<std::int64_t> mid(static_cast<std::size_t>(batch), held + steps / 2);
-    const auto work = decode_step_work(c, dtype::bf16, dtype::bf16, mid);
+    const auto work = decode_step_work(c, weights, dtype::bf16, mid);
     const double gbps = work.bytes_moved() / (ms * 1e-3) / 1e9;
-    std::printf("llama-3.1-8b decode, batch %lld, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, %.0f GB/s "
+    std::printf("llama-3.1-8b %s decode, batch %lld, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, %.0f GB/s "
                 "(%.3g GB moved per step)\n",
-                static_cast<long long>(batch), static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches",
+                std::string(dtype_name(weights)).c_str(), static_cast<long long>(batch), static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches",
                 ms, 1e3 * static_cast<double>(batch) / ms, gbps, work.bytes_moved() / 1e9);
     EXPECT_GT(ms, 0);
   }

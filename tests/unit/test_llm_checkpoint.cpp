@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "itera/core/errors.hpp"
+#include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/checkpoint.hpp"
 #include "workloads/llm/safetensors.hpp"
 #include "workloads/llm/weights.hpp"
@@ -61,8 +62,47 @@ TEST(LlmWeights, RealisticScale) {
   }
 }
 
-TEST(LlmWeights, Fp8IsNotACpuStorage) {
-  EXPECT_THROW(random_weights(preset("tiny"), dtype::fp8_e4m3, 1), usage_error);
+// fp8 e4m3 weights: every projection row is its scale times e4m3 codes, the scale is the row's
+// largest |bf16 value| / 448 (so that value maps to code 448 exactly), and everything else is the
+// bf16 holder's value. A row of zeros keeps scale 1.
+TEST(LlmWeights, Fp8ProjectionsAreRowScaledCodes) {
+  const model_config c = preset("tiny");
+  const auto bf16_w = random_weights(c, dtype::bf16, 3);
+  const auto fp8_w = random_weights(c, dtype::fp8_e4m3, 3);
+  EXPECT_EQ(fp8_w.storage, dtype::fp8_e4m3);
+  int projections = 0;
+  for (const auto& spec : tensor_specs(c)) {
+    const auto& q = fp8_w.tensor(spec);
+    const auto& b = bf16_w.tensor(spec);
+    ASSERT_EQ(q.size(), b.size()) << spec.name;
+    if (!fp8_quantised(spec.kind)) {
+      EXPECT_EQ(q, b) << spec.name << ": not a projection, stays bf16";
+      continue;
+    }
+    ++projections;
+    const auto cols = static_cast<std::size_t>(spec.shape.back());
+    std::vector<std::uint8_t> codes(b.size());
+    const auto scales = quantise_fp8_rows(b, spec.shape.back(), codes.data());
+    ASSERT_EQ(scales.size(), b.size() / cols);
+    std::size_t changed = 0;
+    for (std::size_t r = 0; r < scales.size(); ++r) {
+      float absmax = 0;
+      for (std::size_t i = 0; i < cols; ++i) absmax = std::max(absmax, std::fabs(b[r * cols + i]));
+      EXPECT_EQ(scales[r], absmax / 448.0f) << spec.name << " row " << r;
+      for (std::size_t i = 0; i < cols; ++i) {
+        const float v = q[r * cols + i];
+        EXPECT_EQ(v, scales[r] * itera::gemm::numeric::fp8_e4m3_to_float(codes[r * cols + i])) << spec.name;
+        EXPECT_LE(std::fabs(v - b[r * cols + i]), std::fabs(b[r * cols + i]) / 16 + scales[r] / 512)
+            << spec.name << ": more than e4m3's half step away";
+        changed += v != b[r * cols + i] ? 1 : 0;
+      }
+    }
+    EXPECT_GT(changed, b.size() / 4) << spec.name << ": fp8 should round most bf16 values";
+  }
+  EXPECT_EQ(projections, 7 * c.layers);
+  std::vector<std::uint8_t> zero_codes(8);
+  EXPECT_EQ(quantise_fp8_rows(std::vector<float>(8, 0.0f), 8, zero_codes.data()), std::vector<float>{1.0f});
+  EXPECT_THROW(quantise_fp8_rows(std::vector<float>(7, 1.0f), 8, nullptr), std::logic_error);
 }
 
 class LlmCheckpoint : public ::testing::Test {

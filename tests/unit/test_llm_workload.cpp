@@ -143,6 +143,29 @@ TEST(LlmWorkloadOffline, ComputeLoopRecordsLatencyThroughputAndPlan) {
   EXPECT_EQ(metric_value(rec, "work/output_tokens"), 16);
 }
 
+// Quality beside the timings (R6, R10): bf16 weights against fp32 and fp8 against bf16 on the cpu
+// reference, with the reference and the positions compared named.
+TEST(LlmWorkloadOffline, QualityFiguresBesideTheTimings) {
+  const auto bf16 = run_llm({{"batch", "2"}, {"prompt", "16"}, {"output", "8"}});
+  ASSERT_EQ(bf16.status, case_status::ok) << bf16.message;
+  const auto fp8 = run_llm({{"batch", "2"}, {"prompt", "16"}, {"output", "8"}, {"weights", "fp8_e4m3"}});
+  ASSERT_EQ(fp8.status, case_status::ok) << fp8.message;
+  EXPECT_EQ(fp8.fields.at("precision.weights"), "fp8_e4m3");
+  EXPECT_EQ(bf16.details.at("quality.reference"), "fp32 weights on the cpu reference");
+  EXPECT_EQ(fp8.details.at("quality.reference"), "bf16 weights on the cpu reference");
+  EXPECT_THAT(fp8.details.at("quality.positions"), StartsWith("16 (2 sequences x 8 positions"));
+  const double e16 = metric_value(bf16, "quality/logits_rel_error"), e8 = metric_value(fp8, "quality/logits_rel_error");
+  EXPECT_GT(e16, 0);
+  EXPECT_LT(e16, 0.02);
+  EXPECT_GT(e8, e16) << "fp8 rounds more than bf16";
+  EXPECT_LT(e8, 0.15);
+  for (const auto* r : {&bf16, &fp8}) {
+    const double top1 = metric_value(*r, "quality/top1_agreement");
+    EXPECT_GE(top1, 0.5);
+    EXPECT_LE(top1, 1.0);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Offline, end-to-end loop from a real prompts file
 

@@ -244,7 +244,7 @@ model_weights checkpoint::load(dtype storage) const {
   const auto specs = tensor_specs(m_config);
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto values = m_located[i].file->read_floats(*m_located[i].entry);
-    round_to_storage(storage, values);
+    round_tensor(specs[i], storage, values);
     w.tensor(specs[i]) = std::move(values);
   }
   return w;

@@ -80,8 +80,16 @@ constexpr std::uint64_t arena_alignment = 256;
 
 std::uint64_t align_up(std::uint64_t v) { return (v + arena_alignment - 1) / arena_alignment * arena_alignment; }
 
+// Offsets of one layer's parts; s*: the fp32 row scales of an fp8 projection (unused for bf16).
 struct layer_offsets {
   std::uint64_t wqkv = 0, bqkv = 0, wo = 0, wgu = 0, wdown = 0, input_norm = 0, post_norm = 0;
+  std::uint64_t sqkv = 0, so = 0, sgu = 0, sdown = 0;
+};
+
+// A weight matrix [rows][cols] as a product reads it: bf16, or fp8 codes with row scales.
+struct matrix {
+  const void* w = nullptr;
+  const float* scales = nullptr;  // set: fp8 e4m3 codes
 };
 
 }  // namespace
@@ -99,6 +107,8 @@ struct cuda_engine::impl {
   std::vector<layer_offsets> layer_off;
   device_buffer weights;
 
+  bool fp8 = false;           // projections stored as fp8 e4m3 codes + row scales
+  device_buffer dequantised;  // fp8: bf16 scratch of the largest projection, for cuBLASLt products
   device_buffer k_cache, v_cache;
   // prompt_ids: the staged prefill input [batch x max_prompt]; next: each slot's next token.
   device_buffer x, h, qkv, attn, gate_up, act, logits, prompt_ids, next, lengths, inv_freq;
@@ -116,6 +126,10 @@ struct cuda_engine::impl {
   impl(backend& d, const model_config& config, const engine_options& options)
       : dev(cuda::as_cuda(d)), c(config), o(options) {
     validate(c);
+    if (o.weights != dtype::bf16 && o.weights != dtype::fp8_e4m3)
+      throw usage_error(cat("llm cuda engine: weights ", dtype_name(o.weights), " are not stored by this engine; ",
+                            "choose bf16 or fp8_e4m3"));
+    fp8 = o.weights == dtype::fp8_e4m3;
     if (o.batch < 1) throw usage_error(cat("llm cuda engine: batch ", o.batch, " must be at least 1"));
     if (o.max_context < 1 || o.max_context > c.max_position)
       throw usage_error(cat("llm cuda engine: context ", o.max_context, " must be in 1..", c.max_position, " (", c.name,
@@ -140,14 +154,21 @@ struct cuda_engine::impl {
       arena_bytes = align_up(arena_bytes + bytes);
       return at;
     };
+    // A projection [rows][cols]: its codes (fp8, 1 byte each) then its row scales, or bf16.
+    const auto projection = [&](std::int64_t rows, std::int64_t cols, std::uint64_t* scales) {
+      if (!fp8) return reserve(elems(rows * cols));
+      const std::uint64_t at = reserve(static_cast<std::uint64_t>(rows * cols));
+      *scales = reserve(static_cast<std::uint64_t>(rows) * 4);
+      return at;
+    };
     off_embedding = reserve(elems(c.vocab * c.hidden));
     layer_off.resize(static_cast<std::size_t>(c.layers));
     for (auto& l : layer_off) {
-      l.wqkv = reserve(elems(qkv_width * c.hidden));
+      l.wqkv = projection(qkv_width, c.hidden, &l.sqkv);
       if (c.attention_bias) l.bqkv = reserve(elems(qkv_width));
-      l.wo = reserve(elems(c.hidden * c.q_dim()));
-      l.wgu = reserve(elems(2 * c.intermediate * c.hidden));
-      l.wdown = reserve(elems(c.hidden * c.intermediate));
+      l.wo = projection(c.hidden, c.q_dim(), &l.so);
+      l.wgu = projection(2 * c.intermediate, c.hidden, &l.sgu);
+      l.wdown = projection(c.hidden, c.intermediate, &l.sdown);
       l.input_norm = reserve(elems(c.hidden));
       l.post_norm = reserve(elems(c.hidden));
     }
@@ -156,6 +177,9 @@ struct cuda_engine::impl {
 
     try {
       weights = dev.allocate(arena_bytes);
+      if (fp8)
+        dequantised = dev.allocate(elems(std::max({qkv_width * c.hidden, c.hidden * c.q_dim(),
+                                                   2 * c.intermediate * c.hidden, c.hidden * c.intermediate})));
       const auto cache_elems = static_cast<std::uint64_t>(c.layers * o.batch * c.kv_heads * o.max_context * c.head_dim);
       k_cache = dev.allocate(cache_elems * 2);
       v_cache = dev.allocate(cache_elems * 2);
@@ -191,23 +215,26 @@ struct cuda_engine::impl {
     if (host_ids) (void)cudaFreeHost(host_ids);
   }
 
-  // Byte offset in the arena of one checkpoint tensor (inside its fused part).
-  std::uint64_t tensor_offset(const tensor_spec& spec) const {
+  // Byte offset in the arena of one checkpoint tensor (inside its fused part); `scales`: the offset
+  // of its fp8 row scales instead (projections of an fp8 engine only).
+  std::uint64_t tensor_offset(const tensor_spec& spec, bool scales = false) const {
     const std::uint64_t hidden = static_cast<std::uint64_t>(c.hidden), qd = static_cast<std::uint64_t>(c.q_dim()),
                         kvd = static_cast<std::uint64_t>(c.kv_dim()), inter = static_cast<std::uint64_t>(c.intermediate);
     const auto& l = layer_off.at(spec.layer < 0 ? 0 : static_cast<std::size_t>(spec.layer));
+    // Bytes of one row of a projection before this tensor's in its fused part (4: a scale).
+    const std::uint64_t row = scales ? 4 : (fp8 ? 1 : 2) * hidden;
     switch (spec.kind) {
       case tensor_kind::embedding: return off_embedding;
-      case tensor_kind::q_proj: return l.wqkv;
-      case tensor_kind::k_proj: return l.wqkv + qd * hidden * 2;
-      case tensor_kind::v_proj: return l.wqkv + (qd + kvd) * hidden * 2;
+      case tensor_kind::q_proj: return scales ? l.sqkv : l.wqkv;
+      case tensor_kind::k_proj: return (scales ? l.sqkv : l.wqkv) + qd * row;
+      case tensor_kind::v_proj: return (scales ? l.sqkv : l.wqkv) + (qd + kvd) * row;
       case tensor_kind::q_bias: return l.bqkv;
       case tensor_kind::k_bias: return l.bqkv + qd * 2;
       case tensor_kind::v_bias: return l.bqkv + (qd + kvd) * 2;
-      case tensor_kind::o_proj: return l.wo;
-      case tensor_kind::gate_proj: return l.wgu;
-      case tensor_kind::up_proj: return l.wgu + inter * hidden * 2;
-      case tensor_kind::down_proj: return l.wdown;
+      case tensor_kind::o_proj: return scales ? l.so : l.wo;
+      case tensor_kind::gate_proj: return scales ? l.sgu : l.wgu;
+      case tensor_kind::up_proj: return (scales ? l.sgu : l.wgu) + inter * row;
+      case tensor_kind::down_proj: return scales ? l.sdown : l.wdown;
       case tensor_kind::input_norm: return l.input_norm;
       case tensor_kind::post_attention_norm: return l.post_norm;
       case tensor_kind::final_norm: return off_final_norm;
@@ -216,26 +243,54 @@ struct cuda_engine::impl {
     throw std::logic_error("llm cuda engine: tensor kind without a place");
   }
 
+  bool quantised(const tensor_spec& spec) const { return fp8 && fp8_quantised(spec.kind); }
+
   void upload(const model_weights& w) {
-    std::vector<std::uint16_t> staging(arena_bytes / 2, 0);
+    if (w.storage != dtype::bf16)
+      throw std::logic_error(cat("llm cuda engine: uploads bf16 weights (it quantises fp8 itself), got ",
+                                 dtype_name(w.storage)));
+    std::vector<unsigned char> staging(arena_bytes, 0);
     for (const auto& spec : tensor_specs(c)) {
       const auto& values = w.tensor(spec);
       if (static_cast<std::int64_t>(values.size()) != spec.elements())
         throw std::logic_error(cat("llm cuda engine: tensor '", spec.name, "' holds ", values.size(), " values, needs ",
                                    spec.elements()));
-      std::uint16_t* dst = staging.data() + tensor_offset(spec) / 2;
-      for (std::size_t i = 0; i < values.size(); ++i) dst[i] = gemm::numeric::float_to_bf16(values[i]);
+      unsigned char* dst = staging.data() + tensor_offset(spec);
+      if (quantised(spec)) {
+        const auto scales = quantise_fp8_rows(values, spec.shape.back(), dst);
+        std::memcpy(staging.data() + tensor_offset(spec, true), scales.data(), scales.size() * sizeof(float));
+        continue;
+      }
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint16_t bits = gemm::numeric::float_to_bf16(values[i]);
+        std::memcpy(dst + 2 * i, &bits, 2);
+      }
     }
     ITERA_CUDA_CHECK(cudaMemcpy(weights.data(), staging.data(), arena_bytes, cudaMemcpyHostToDevice));
   }
 
   void generate(std::uint64_t seed) {
     ITERA_CUDA_CHECK(cudaMemsetAsync(weights.data(), 0, arena_bytes, dev.stream()));
-    for (const auto& spec : tensor_specs(c))
-      k::fill_init_bf16(w_at(tensor_offset(spec)), static_cast<std::uint64_t>(spec.elements()),
-                        static_cast<int>(init_for(spec.kind)), tensor_seed(seed, spec.name), dev.stream());
+    for (const auto& spec : tensor_specs(c)) {
+      const int kind = static_cast<int>(init_for(spec.kind));
+      const std::uint64_t stream_seed = tensor_seed(seed, spec.name);
+      if (quantised(spec))
+        k::fill_init_fp8(weights.as<std::uint8_t>() + tensor_offset(spec),
+                         reinterpret_cast<float*>(weights.as<unsigned char>() + tensor_offset(spec, true)),
+                         spec.shape.front(), spec.shape.back(), kind, stream_seed, dev.stream());
+      else
+        k::fill_init_bf16(w_at(tensor_offset(spec)), static_cast<std::uint64_t>(spec.elements()), kind, stream_seed,
+                          dev.stream());
+    }
     ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
   }
+
+  // A layer projection at its offsets: fp8 codes and scales, or bf16.
+  matrix projection(std::uint64_t offset, std::uint64_t scales) const {
+    if (!fp8) return {w_at(offset), nullptr};
+    return {weights.as<unsigned char>() + offset, reinterpret_cast<const float*>(weights.as<unsigned char>() + scales)};
+  }
+  matrix bf16_matrix(std::uint64_t offset) const { return {w_at(offset), nullptr}; }
 
   bf16* w_at(std::uint64_t offset) const { return reinterpret_cast<bf16*>(weights.as<unsigned char>() + offset); }
 
@@ -271,20 +326,29 @@ struct cuda_engine::impl {
   }
 
   // Whether out[n][m] = in[n][kk] W^T runs in the bandwidth-bound gemv kernel (few rows) rather than cuBLASLt.
-  static bool small(std::int64_t n, std::int64_t kk, const bf16* w, const bf16* in) {
-    return k::gemv_supported(n, kk, w, in);
+  static bool small(std::int64_t n, std::int64_t kk, const matrix& w, const bf16* in) {
+    return k::gemv_supported(n, kk, w.w, in, w.scales != nullptr);
   }
 
-  // out[n][m] = beta * out + in[n][kk] W^T, W [m][kk].
-  void gemm(const bf16* w, std::int64_t m, std::int64_t kk, const bf16* in, std::int64_t n, void* out, bool fp32_out,
+  // out[n][m] = beta * out + in[n][kk] W^T, W [m][kk]. fp8 weights above the gemv's rows are
+  // dequantised into the bf16 scratch first.
+  void gemm(const matrix& w, std::int64_t m, std::int64_t kk, const bf16* in, std::int64_t n, void* out, bool fp32_out,
             float beta) {
     if (small(n, kk, w, in)) {
-      k::gemv(w, m, kk, in, n, out, fp32_out, beta, dev.stream());
+      if (w.scales)
+        k::gemv_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, in, n, out, fp32_out, beta, dev.stream());
+      else
+        k::gemv(static_cast<const bf16*>(w.w), m, kk, in, n, out, fp32_out, beta, dev.stream());
       return;
+    }
+    const void* a = w.w;
+    if (w.scales) {
+      k::dequantise_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, dequantised.as<bf16>(), dev.stream());
+      a = dequantised.data();
     }
     gemm_plan& p = plan_for(m, n, kk, fp32_out);
     const float alpha = 1.0f;
-    ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w, p.a.get(), in, p.b.get(), &beta, out,
+    ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, a, p.a.get(), in, p.b.get(), &beta, out,
                                       p.d.get(), out, p.d.get(), &p.chosen.algo, dev.lt_workspace(),
                                       dev.lt_workspace_size(), dev.stream()));
   }
@@ -307,6 +371,10 @@ struct cuda_engine::impl {
     const std::int64_t rows = nseq * rows_per_seq, hidden = c.hidden, inter = c.intermediate;
     const auto eps = static_cast<float>(c.rms_norm_eps);
     const auto wbytes = [](std::int64_t elements) { return 2.0 * static_cast<double>(elements); };  // bf16
+    // A projection's bytes as stored: fp8 codes and one fp32 scale per row, or bf16.
+    const auto pbytes = [&](std::int64_t rows_out, std::int64_t cols) {
+      return fp8 ? static_cast<double>(rows_out * cols) + 4.0 * static_cast<double>(rows_out) : wbytes(rows_out * cols);
+    };
     k::attention_shape sh = shape;
     sh.rows_per_seq = rows_per_seq;
     const auto* ids = prefill ? prompt_ids.as<std::int32_t>() : next.as<std::int32_t>() + first;
@@ -332,8 +400,8 @@ struct cuda_engine::impl {
         }
         {
           stage st(rec, "qkv");
-          st.read(wbytes(qkv_width * hidden));
-          gemm(w_at(lo.wqkv), qkv_width, hidden, h.as<bf16>(), rows, qkv.data(), false, 0.0f);
+          st.read(pbytes(qkv_width, hidden));
+          gemm(projection(lo.wqkv, lo.sqkv), qkv_width, hidden, h.as<bf16>(), rows, qkv.data(), false, 0.0f);
         }
         {
           stage st(rec, "rope");
@@ -349,8 +417,8 @@ struct cuda_engine::impl {
         }
         {
           stage st(rec, "o_proj");
-          st.read(wbytes(hidden * c.q_dim()));
-          gemm(w_at(lo.wo), hidden, c.q_dim(), attn.as<bf16>(), rows, x.data(), true, 1.0f);
+          st.read(pbytes(hidden, c.q_dim()));
+          gemm(projection(lo.wo, lo.so), hidden, c.q_dim(), attn.as<bf16>(), rows, x.data(), true, 1.0f);
         }
       }
       stage block(rec, "mlp_block");
@@ -361,8 +429,8 @@ struct cuda_engine::impl {
       }
       {
         stage st(rec, "gate_up");
-        st.read(wbytes(2 * inter * hidden));
-        gemm(w_at(lo.wgu), 2 * inter, hidden, h.as<bf16>(), rows, gate_up.data(), false, 0.0f);
+        st.read(pbytes(2 * inter, hidden));
+        gemm(projection(lo.wgu, lo.sgu), 2 * inter, hidden, h.as<bf16>(), rows, gate_up.data(), false, 0.0f);
       }
       {
         stage st(rec, "swiglu");
@@ -370,8 +438,8 @@ struct cuda_engine::impl {
       }
       {
         stage st(rec, "down");
-        st.read(wbytes(hidden * inter));
-        gemm(w_at(lo.wdown), hidden, inter, act.as<bf16>(), rows, x.data(), true, 1.0f);
+        st.read(pbytes(hidden, inter));
+        gemm(projection(lo.wdown, lo.sdown), hidden, inter, act.as<bf16>(), rows, x.data(), true, 1.0f);
       }
     }
     auto* out_ids = next.as<std::int32_t>() + first;
@@ -389,7 +457,7 @@ struct cuda_engine::impl {
       }
       stage st(rec, "lm_head");
       st.read(wbytes(c.vocab * hidden));
-      gemm(w_at(off_lm_head), c.vocab, hidden, h.as<bf16>(), head_rows, logits.data(), true, 0.0f);
+      gemm(bf16_matrix(off_lm_head), c.vocab, hidden, h.as<bf16>(), head_rows, logits.data(), true, 0.0f);
     }
     {
       stage st(rec, "argmax");
@@ -468,14 +536,15 @@ struct cuda_engine::impl {
   cudaGraphExec_t capture(std::int64_t rows) {
     if (auto it = graphs.find(rows); it != graphs.end()) return it->second;
     // Plans first (for the products cuBLASLt runs): the capture then records launches only.
-    const std::tuple<std::int64_t, std::int64_t, bool, const bf16*> products[] = {
-        {qkv_width, c.hidden, false, h.as<bf16>()},
-        {c.hidden, c.q_dim(), true, attn.as<bf16>()},
-        {2 * c.intermediate, c.hidden, false, h.as<bf16>()},
-        {c.hidden, c.intermediate, true, act.as<bf16>()},
-        {c.vocab, c.hidden, true, h.as<bf16>()}};
-    for (const auto& [m, kk, fp32, in] : products)
-      if (!small(rows, kk, weights.as<bf16>(), in)) (void)plan_for(m, rows, kk, fp32);
+    const auto& l0 = layer_off.front();
+    const std::tuple<std::int64_t, std::int64_t, bool, const bf16*, matrix> products[] = {
+        {qkv_width, c.hidden, false, h.as<bf16>(), projection(l0.wqkv, l0.sqkv)},
+        {c.hidden, c.q_dim(), true, attn.as<bf16>(), projection(l0.wo, l0.so)},
+        {2 * c.intermediate, c.hidden, false, h.as<bf16>(), projection(l0.wgu, l0.sgu)},
+        {c.hidden, c.intermediate, true, act.as<bf16>(), projection(l0.wdown, l0.sdown)},
+        {c.vocab, c.hidden, true, h.as<bf16>(), bf16_matrix(off_lm_head)}};
+    for (const auto& [m, kk, fp32, in, w] : products)
+      if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32);
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -527,13 +596,19 @@ engine_memory cuda_engine::memory() const {
   r.weights = m->weights.bytes();
   r.kv_cache = m->k_cache.bytes() + m->v_cache.bytes();
   for (const device_buffer* b : {&m->x, &m->h, &m->qkv, &m->attn, &m->gate_up, &m->act, &m->logits, &m->prompt_ids,
-                                 &m->next, &m->lengths, &m->inv_freq})
+                                 &m->next, &m->lengths, &m->inv_freq, &m->dequantised})
     r.activations += b->bytes();
   r.workspace = m->dev.lt_workspace_size();
   return r;
 }
 
 std::string cuda_engine::precision_note() const {
+  if (m->fp8)
+    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
+               "embedding, LM head, norms and KV cache; bf16 activations between kernels, fp32 residual stream; at or "
+               "below ", k::gemv_max_tokens, " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
+               "accumulation, scale applied to the sum); above, each projection is dequantised to a bf16 scratch ",
+               "(code x scale rounded to bf16) and multiplied in cuBLASLt bf16 (fp32 accumulation)");
   return cat("bf16 weights and KV cache; bf16 activations between kernels, fp32 residual stream; cuBLASLt bf16 "
              "tensor-core products (fp32 accumulation) above ",
              k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below");

@@ -1,5 +1,5 @@
 #pragma once
-// The llm model on the cuda backend: bf16 weights and KV cache, fp32 residual stream and
+// The llm model on the cuda backend: bf16 (or fp8 e4m3) weights, bf16 KV cache, fp32 residual stream and
 // accumulation, cuBLASLt for every matrix product, the kernels of src/kernels/llm_kernels.cuh for
 // the rest. No CUDA headers here: front ends and tests (.cpp) use it as is.
 //
@@ -39,6 +39,11 @@ struct engine_options {
   std::int64_t prefill_batch = 0;        // sequences one prefill covers; 0: batch (activations are
                                          // sized for prefill_batch x max_prompt rows)
   bool all_position_logits = false;      // prefill can return the logits of every position (tests)
+  // Weight storage: bf16, or fp8_e4m3 for the layer projections (one fp32 scale per output channel,
+  // quantised by the engine from bf16 values as weights.hpp: round_tensor does; the rest bf16).
+  // Products of at most gemv_max_tokens rows read the fp8 codes in the gemv kernel; larger ones
+  // dequantise the matrix to a bf16 scratch and run cuBLASLt in bf16.
+  dtype weights = dtype::bf16;
 };
 
 // The small-token product the engine runs for at most 8 rows (decode), on its own, for tests:

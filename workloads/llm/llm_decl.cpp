@@ -31,7 +31,9 @@ workload_decl declaration() {
        "intermediate, vocab, max_position)", {}, 0, 0},
       {"checkpoint", axis_kind::string, "random",
        "'random' (seeded weights at a realistic scale) or a Hugging Face folder (config.json + *.safetensors)", {}, 0, 0},
-      {"weights", axis_kind::string, "bf16", "weight storage", {"bf16", "fp16"}, 0, 0},
+      {"weights", axis_kind::string, "bf16",
+       "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16",
+       {"bf16", "fp16", "fp8_e4m3"}, 0, 0},
       {"kv", axis_kind::string, "bf16", "KV cache storage", {"bf16"}, 0, 0},
       {"scenario", axis_kind::string, "offline", "offline batch, Poisson server, or single stream",
        {"offline", "server", "single_stream"}, 0, 0},
@@ -94,6 +96,18 @@ void run_cpu(case_state& st) {
   o.max_context = c.context;
   cpu_engine eng(std::move(weights), o);
   run_case(st, eng, c);
+  // Quality against the precision above (fp8 against bf16, bf16 and fp16 against fp32).
+  if (c.weights == dtype::fp32) return;
+  const dtype ref = c.weights == dtype::fp8_e4m3 ? dtype::bf16 : dtype::fp32;
+  const auto model_in = [&](dtype storage) {
+    return [&c, storage](std::int64_t sequences, std::int64_t) {
+      return reference_logits_model(c.checkpoint == "random" ? random_weights(c.config, storage, c.seed)
+                                                             : load_checkpoint(c.checkpoint, storage),
+                                    sequences);
+    };
+  };
+  record_quality(st, c, model_in(c.weights), model_in(ref),
+                 fmt::format("{} weights on the cpu reference", dtype_name(ref)));
 }
 
 }  // namespace itera::llm

@@ -10,11 +10,35 @@
 
 namespace itera::llm {
 
+namespace {
+
+std::unique_ptr<cuda_engine> make_engine(backend& dev, const llm_case& c, const engine_options& o) {
+  if (c.checkpoint == "random") return std::make_unique<cuda_engine>(dev, c.config, c.seed, o);
+  return std::make_unique<cuda_engine>(dev, load_checkpoint(c.checkpoint, dtype::bf16), o);
+}
+
+// A cuda engine's logits for the quality comparison: every slot is a sequence.
+class engine_logits final : public logits_model {
+ public:
+  explicit engine_logits(std::unique_ptr<cuda_engine> eng) : m_eng(std::move(eng)) {}
+  std::int64_t sequences() const override { return m_eng->slots(); }
+  std::int64_t vocab() const override { return m_eng->config().vocab; }
+  std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt) override {
+    return m_eng->prefill(tokens, prompt);
+  }
+  std::vector<float> step(std::span<const std::int32_t> tokens) override { return m_eng->decode_step(tokens); }
+
+ private:
+  std::unique_ptr<cuda_engine> m_eng;
+};
+
+}  // namespace
+
 void run_cuda(case_state& st) {
   const llm_case c = read_case(st);
   backend& dev = st.device();
-  if (c.weights != dtype::bf16)
-    throw case_skipped(fmt::format("the cuda engine stores {} weights as bf16 only in this version: not run",
+  if (c.weights != dtype::bf16 && c.weights != dtype::fp8_e4m3)
+    throw case_skipped(fmt::format("the cuda engine stores bf16 or fp8_e4m3 weights; {} is run on the cpu backend only",
                                    dtype_name(c.weights)));
   // The cuBLASLt workspace is the backend's and already allocated: the plan counts it, the free
   // memory the driver reports has it taken already.
@@ -30,11 +54,8 @@ void run_cuda(case_state& st) {
   o.max_context = c.context;
   o.max_prompt = c.prompts == "synthetic" ? c.prompt : c.context;
   o.prefill_batch = c.kind == scenario::offline ? o.batch : 1;
-  std::unique_ptr<cuda_engine> eng;
-  if (c.checkpoint == "random")
-    eng = std::make_unique<cuda_engine>(dev, c.config, c.seed, o);
-  else
-    eng = std::make_unique<cuda_engine>(dev, load_checkpoint(c.checkpoint, dtype::bf16), o);
+  o.weights = c.weights;
+  std::unique_ptr<cuda_engine> eng = make_engine(dev, c, o);
   run_case(st, *eng, c);
   eng->synchronize();
   const auto mem = eng->memory();
@@ -45,6 +66,21 @@ void run_cuda(case_state& st) {
   st.add_metric("memory/engine/activations", static_cast<double>(mem.activations), "B");
   st.add_metric("memory/measured_peak", allocated, "B");
   st.add_metric("memory/device_used", driver, "B");
+  eng.reset();
+
+  // fp8 weights: quality against bf16 weights on this card (R6, R10), measured after the memory
+  // figures, one engine at a time.
+  if (c.weights != dtype::fp8_e4m3) return;
+  const auto engine_in = [&](dtype weights) {
+    return [&, weights](std::int64_t sequences, std::int64_t context) -> std::unique_ptr<logits_model> {
+      engine_options q;
+      q.batch = sequences;
+      q.max_context = context;
+      q.weights = weights;
+      return std::make_unique<engine_logits>(make_engine(dev, c, q));
+    };
+  };
+  record_quality(st, c, engine_in(dtype::fp8_e4m3), engine_in(dtype::bf16), "bf16 weights on the cuda engine");
 }
 
 }  // namespace itera::llm

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -532,6 +534,55 @@ void run_case(case_state& st, engine& eng, const llm_case& c) {
     run_offline(st, eng, c);
   else
     run_serving(st, eng, c);
+}
+
+void record_quality(case_state& st, const llm_case& c, const logits_model_factory& test,
+                    const logits_model_factory& reference, const std::string& reference_name) {
+  const std::int64_t n = std::min<std::int64_t>(c.batch, 4), positions = std::min<std::int64_t>(c.output, 16);
+  // Synthetic prompts of the case's length, within its context and the model's positions.
+  const std::int64_t prompt_len =
+      std::max<std::int64_t>(1, std::min({c.prompt, c.context, c.config.max_position - positions}));
+  const model_config& m = c.config;
+  const std::string key =
+      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{}|{}", m.name, m.layers, m.hidden, m.heads, m.kv_heads,
+                  m.head_dim, m.intermediate, m.vocab, c.checkpoint, c.seed, dtype_name(c.weights), reference_name,
+                  prompt_len, n);
+  static std::mutex cache_mutex;
+  static std::map<std::string, quality_figures> cache;
+  quality_figures f;
+  bool cached = false;
+  {
+    const std::lock_guard lock(cache_mutex);
+    if (auto it = cache.find(key); it != cache.end()) {
+      f = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    std::vector<std::int32_t> prompts;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto p = synthetic_prompt(c.seed, i, prompt_len, c.config.vocab);
+      prompts.insert(prompts.end(), p.begin(), p.end());
+    }
+    const std::int64_t context = prompt_len + positions;
+    quality_trace under_test;
+    {
+      auto model = test(n, context);
+      under_test = trace_logits(*model, prompts, prompt_len, positions);
+    }
+    auto model = reference(n, context);
+    const auto ref = trace_logits(*model, prompts, prompt_len, positions, &under_test);
+    f = compare_traces(under_test, ref);
+    const std::lock_guard lock(cache_mutex);
+    cache.emplace(key, f);
+  }
+  st.add_metric("quality/logits_rel_error", f.logits_rel_error, "ratio");
+  st.add_metric("quality/top1_agreement", f.top1_agreement, "ratio");
+  st.set_detail("quality.reference", reference_name);
+  st.set_detail("quality.positions",
+                fmt::format("{} ({} sequences x {} positions after synthetic prompts of {} tokens, the reference "
+                            "fed the tested model's greedy tokens)",
+                            f.positions, n, positions, prompt_len));
 }
 
 }  // namespace itera::llm

@@ -23,12 +23,15 @@
 // per stage.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "workloads/llm/engine.hpp"
 #include "workloads/llm/load.hpp"
 #include "workloads/llm/memory_plan.hpp"
 #include "workloads/llm/model.hpp"
+#include "workloads/llm/quality.hpp"
 
 namespace itera {
 class case_state;
@@ -74,6 +77,16 @@ memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, he
 // not fit. Also records the largest batch and context that fit beside this case's.
 memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes,
                          held_as held);
+
+// Quality of the case's weight precision against `reference_name` (quality.hpp), recorded as
+// quality/logits_rel_error and quality/top1_agreement with the reference and the positions in the
+// details: min(batch, 4) synthetic prompts of the case's length, min(output, 16) positions. Each
+// model is built by its function when needed and released before the next is built (the two
+// need not fit together). Figures are kept for the process's later cases of the same model,
+// weights, reference and prompt length.
+using logits_model_factory = std::function<std::unique_ptr<logits_model>(std::int64_t sequences, std::int64_t context)>;
+void record_quality(case_state& st, const llm_case& c, const logits_model_factory& test,
+                    const logits_model_factory& reference, const std::string& reference_name);
 
 // Runs the case on `eng` (built for it: slots = batch, max_context = context). Sets the recipe
 // fields, times the scenario and adds its figures.

@@ -1,5 +1,9 @@
 #include "workloads/llm/weights.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
@@ -76,6 +80,50 @@ void round_to_storage(dtype storage, std::vector<float>& values) {
   for (auto& v : values) v = round_to_storage(storage, v);
 }
 
+bool fp8_quantised(tensor_kind kind) {
+  switch (kind) {
+    case tensor_kind::q_proj:
+    case tensor_kind::k_proj:
+    case tensor_kind::v_proj:
+    case tensor_kind::o_proj:
+    case tensor_kind::gate_proj:
+    case tensor_kind::up_proj:
+    case tensor_kind::down_proj: return true;
+    default: return false;
+  }
+}
+
+std::vector<float> quantise_fp8_rows(std::span<const float> values, std::int64_t cols, std::uint8_t* codes) {
+  if (cols < 1 || values.size() % static_cast<std::size_t>(cols) != 0)
+    throw std::logic_error(fmt::format("quantise_fp8_rows: {} values are not rows of {}", values.size(), cols));
+  const std::size_t n = static_cast<std::size_t>(cols), rows = values.size() / n;
+  std::vector<float> scales(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* row = values.data() + r * n;
+    float absmax = 0.0f;
+    for (std::size_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(row[i]));
+    const float scale = fp8_row_scale(absmax);
+    scales[r] = scale;
+    if (codes)
+      for (std::size_t i = 0; i < n; ++i) codes[r * n + i] = gemm::numeric::float_to_fp8_e4m3(row[i] / scale);
+  }
+  return scales;
+}
+
+void round_tensor(const tensor_spec& spec, dtype storage, std::vector<float>& values) {
+  if (storage != dtype::fp8_e4m3) {
+    round_to_storage(storage, values);
+    return;
+  }
+  round_to_storage(dtype::bf16, values);
+  if (!fp8_quantised(spec.kind)) return;
+  const std::int64_t cols = spec.shape.back();
+  std::vector<std::uint8_t> codes(values.size());
+  const auto scales = quantise_fp8_rows(values, cols, codes.data());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = scales[i / static_cast<std::size_t>(cols)] * gemm::numeric::fp8_e4m3_to_float(codes[i]);
+}
+
 std::vector<float>& model_weights::tensor(const tensor_spec& spec) {
   auto layer = [&]() -> layer_weights& { return layers.at(static_cast<std::size_t>(spec.layer)); };
   switch (spec.kind) {
@@ -104,7 +152,7 @@ const std::vector<float>& model_weights::tensor(const tensor_spec& spec) const {
 
 model_weights zero_weights(const model_config& c, dtype storage) {
   validate(c);
-  (void)round_to_storage(storage, 0.0f);
+  if (storage != dtype::fp8_e4m3) (void)round_to_storage(storage, 0.0f);
   model_weights w;
   w.config = c;
   w.storage = storage;
@@ -118,7 +166,7 @@ std::vector<float> random_tensor(const tensor_spec& spec, dtype storage, std::ui
   const auto kind = init_for(spec.kind);
   std::vector<float> values(static_cast<std::size_t>(spec.elements()));
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = init_value(kind, seed, i);
-  round_to_storage(storage, values);
+  round_tensor(spec, storage, values);
   return values;
 }
 

@@ -7,6 +7,7 @@
 // Values are rounded to the storage precision before the cpu sees them: the cpu reference and a
 // GPU engine storing bf16 multiply exactly the same numbers.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,9 +57,25 @@ ITERA_HOST_DEVICE inline float init_value(init_kind kind, std::uint64_t seed, st
 }
 
 // `v` rounded to nearest even in `storage` and widened back. fp32 leaves it; fp8 needs a scale
-// and is the cuda engine's business: usage_error.
+// (round_tensor below): usage_error.
 float round_to_storage(dtype storage, float v);
 void round_to_storage(dtype storage, std::vector<float>& values);
+
+// fp8 e4m3 weights (model.hpp: weight_bytes): the layer projections hold one fp32 scale per
+// output channel (row), scale = max |row| / 448 (1 for a row of zeros), and each value as the
+// e4m3 code of value / scale (round to nearest even, saturating); everything else stays bf16.
+// Quantised from the bf16 values, the same arithmetic on the host and on the device, so a cuda
+// engine generating its fp8 weights holds the codes this host code computes.
+inline constexpr float fp8_e4m3_max = 448.0f;
+ITERA_HOST_DEVICE inline float fp8_row_scale(float row_absmax) {
+  return row_absmax > 0.0f ? row_absmax / fp8_e4m3_max : 1.0f;
+}
+bool fp8_quantised(tensor_kind kind);  // the layer projections
+// Codes [rows][cols] of a row-major matrix, and returns its scales [rows].
+std::vector<float> quantise_fp8_rows(std::span<const float> values, std::int64_t cols, std::uint8_t* codes);
+// A tensor's values rounded to what `storage` holds for it, widened to fp32: with fp8_e4m3, a
+// projection becomes scale x e4m3 code (from its bf16 values), the rest bf16.
+void round_tensor(const tensor_spec& spec, dtype storage, std::vector<float>& values);
 
 struct layer_weights {
   std::vector<float> q_proj, k_proj, v_proj, o_proj;
