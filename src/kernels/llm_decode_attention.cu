@@ -20,15 +20,20 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 
 #include "itera/cuda/check.hpp"
+#include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
 
 namespace itera::kernels::llm {
 namespace {
+
+using itera::kernels::device_is_sm90_or_later;
+using itera::kernels::grid_dependency_wait;
+using itera::kernels::grid_dependents_launch;
+using itera::kernels::programmatic_launch_enabled;
 
 constexpr int decode_warps = 4;
 constexpr int decode_threads = decode_warps * 32;
@@ -79,21 +84,6 @@ __device__ __forceinline__ void widen8(const uint4& v, float* f) {
   }
 }
 
-// Whether the current device runs thread block clusters (compute capability 9.0 and later).
-bool device_has_clusters() {
-  constexpr int max_devices = 64;
-  static std::atomic<int> major[max_devices] = {};  // 0: not asked yet
-  int device = 0;
-  ITERA_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= max_devices) return false;
-  int m = major[device].load(std::memory_order_relaxed);
-  if (m == 0) {
-    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device));
-    major[device].store(m, std::memory_order_relaxed);
-  }
-  return m >= 9;
-}
-
 int multiprocessors() {
   static const int sms = [] {
     int device = 0, count = 0;
@@ -117,6 +107,8 @@ __global__ void __launch_bounds__(decode_threads)
   extern __shared__ __align__(16) unsigned char smem[];
   float* q_s = reinterpret_cast<float*>(smem + L::q);
 
+  grid_dependents_launch();
+  grid_dependency_wait();
   const int group = static_cast<int>(s.heads / s.kv_heads);
   const std::int64_t t = blockIdx.x, kvh = blockIdx.y, seq = t;  // decode: one row per sequence
   const std::int64_t pos = static_cast<std::int64_t>(start[seq]);
@@ -128,12 +120,6 @@ __global__ void __launch_bounds__(decode_threads)
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const std::int64_t q_dim = s.heads * HD, width = q_dim + 2 * s.kv_heads * HD;
 
-  // q of the group's heads, fp32, each half of a head on its own bank offset.
-  for (int i = static_cast<int>(threadIdx.x); i < group * HD; i += decode_threads) {
-    const int g = i / HD, d = i % HD;
-    q_s[(g * 2 + d / HALF) * L::q_half + d % HALF] =
-        __bfloat162float(qkv[t * width + (kvh * group + g) * HD + d]);
-  }
 
   const bf16* kb = k_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
   const bf16* vb = v_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
@@ -163,6 +149,13 @@ __global__ void __launch_bounds__(decode_threads)
   };
 #pragma unroll
   for (int b = 0; b < stages - 1; ++b) issue(b, b);
+  // q of the group's heads, fp32, each half of a head on its own bank offset (while the first
+  // tiles are in flight).
+  for (int i = static_cast<int>(threadIdx.x); i < group * HD; i += decode_threads) {
+    const int g = i / HD, d = i % HD;
+    q_s[(g * 2 + d / HALF) * L::q_half + d % HALF] =
+        __bfloat162float(qkv[t * width + (kvh * group + g) * HD + d]);
+  }
   __syncthreads();  // q_s written
 
   const int kl = lane % tile_keys, half = lane / tile_keys;
@@ -384,7 +377,7 @@ decode_choice decode_kernel_for(const attention_shape& s) {
 // Measured on the H200 with the previous kernel: at batch 64 (512 pairs) splitting only added
 // merges; at batch 1 (8 pairs) eight blocks per pair ran 499 us a step against 711 us for four.
 int decode_attention_splits(std::int64_t pairs) {
-  if (!device_has_clusters()) return 1;
+  if (!device_is_sm90_or_later()) return 1;
   int splits = 1;
   while (splits < max_splits && pairs * splits < 2 * static_cast<std::int64_t>(multiprocessors())) splits *= 2;
   return splits;
@@ -408,13 +401,22 @@ bool decode_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache,
   config.blockDim = dim3(decode_threads);
   config.dynamicSmemBytes = d.shared_bytes;
   config.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 1;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = static_cast<unsigned>(splits);
-  config.attrs = &cluster;
-  config.numAttrs = splits > 1 ? 1 : 0;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned count = 0;
+  if (splits > 1) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count].val.clusterDim.x = 1;
+    attrs[count].val.clusterDim.y = 1;
+    attrs[count].val.clusterDim.z = static_cast<unsigned>(splits);
+    ++count;
+  }
+  if (programmatic_launch_enabled()) {  // launch.cuh
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  config.attrs = attrs;
+  config.numAttrs = count;
   // Scores in base 2: exp(x) = exp2(x * log2(e)).
   const float scale_log2 = scale * 1.4426950408889634f;
   ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale_log2, out));

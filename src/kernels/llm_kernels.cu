@@ -14,10 +14,15 @@
 
 #include "itera/cuda/check.hpp"
 #include "src/cuda/text.hpp"
+#include "src/kernels/launch.cuh"
 #include "workloads/llm/weights.hpp"
 
 namespace itera::kernels::llm {
 namespace {
+
+using itera::kernels::grid_dependency_wait;
+using itera::kernels::grid_dependents_launch;
+using itera::kernels::launch;
 
 constexpr int block_threads = 256;
 constexpr int attention_threads = 128;
@@ -70,6 +75,8 @@ __global__ void fill_init_kernel(bf16* out, std::uint64_t count, int kind, std::
 
 __global__ void embed_kernel(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t hidden,
                              std::int64_t vocab) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   const std::int64_t t = blockIdx.x;
   std::int64_t id = tokens[t];
   id = id < 0 ? 0 : (id >= vocab ? vocab - 1 : id);
@@ -86,6 +93,8 @@ constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers bet
 __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, std::int64_t in_stride,
                                                                std::int64_t in_offset, const bf16* weight, bf16* out,
                                                                std::int64_t hidden, float eps, bool vec) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   __shared__ float scratch[32];
   const std::int64_t r = blockIdx.x;
   const float* in = x + (r * in_stride + in_offset) * hidden;
@@ -143,6 +152,8 @@ __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, 
 // copies, spread over the slices' threads, one item per thread when the grid covers the row.
 __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
                                        attention_shape s, bf16* k_cache, bf16* v_cache) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   const std::int64_t t = blockIdx.x;
   std::int64_t seq = 0;
   const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
@@ -187,6 +198,8 @@ __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float*
 
 __global__ void attention_kernel(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                                  attention_shape s, float scale, bf16* out) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   extern __shared__ float shared[];  // head_dim floats of q, then one score per key
   __shared__ float scratch[32];
   const std::int64_t t = blockIdx.x, head = blockIdx.y;
@@ -228,6 +241,8 @@ __global__ void attention_kernel(const bf16* qkv, const bf16* k_cache, const bf1
 }
 
 __global__ void swiglu_kernel(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t inter) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   const std::int64_t total = rows * inter;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += stride) {
@@ -265,6 +280,8 @@ __device__ __forceinline__ void argmax_merge(float ov, std::int64_t oi, std::int
 __global__ void __launch_bounds__(argmax_threads) argmax_kernel(const float* logits, std::int64_t in_stride,
                                                                 std::int64_t in_offset, std::int64_t vocab,
                                                                 std::int32_t* out, bool vec) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   __shared__ float warp_value[32];
   __shared__ std::int64_t warp_index[32];
   const float* row = logits + (static_cast<std::int64_t>(blockIdx.x) * in_stride + in_offset) * vocab;
@@ -314,6 +331,8 @@ __global__ void __launch_bounds__(argmax_threads) argmax_kernel(const float* log
 }
 
 __global__ void advance_kernel(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) length[i] = min(length[i] + by, limit);
 }
@@ -427,6 +446,8 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const void* __restri
 #pragma unroll
     for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
 
+  grid_dependents_launch();
+  grid_dependency_wait();
   for (int base = lane; base < chunks; base += 32 * U) {
     uint4 wv[U][R];
 #pragma unroll
@@ -495,6 +516,8 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
 #pragma unroll
     for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
 
+  grid_dependents_launch();
+  grid_dependency_wait();
   for (int base = cbeg + lane; base < cend; base += 32 * U) {
     uint4 wv[U][R];
 #pragma unroll
@@ -555,18 +578,18 @@ void launch_gemv(const void* w, const float* scales, int out_rows, int chunks, c
     const auto per_block = static_cast<std::uint64_t>(gemv_split_warps / split);
     const auto blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
     if (fp32_out)
-      gemv_split_kernel<W, T, true><<<blocks, gemv_split_threads, 0, stream>>>(w, scales, out_rows, chunks, split,
-                                                                               slice, x, out, beta);
+      launch(gemv_split_kernel<W, T, true>, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split,
+             slice, x, out, beta);
     else
-      gemv_split_kernel<W, T, false><<<blocks, gemv_split_threads, 0, stream>>>(w, scales, out_rows, chunks, split,
-                                                                                slice, x, out, beta);
+      launch(gemv_split_kernel<W, T, false>, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split,
+             slice, x, out, beta);
     return;
   }
   const auto blocks = static_cast<unsigned>((warps * 32 + gemv_threads - 1) / gemv_threads);
   if (fp32_out)
-    gemv_kernel<W, T, true><<<blocks, gemv_threads, 0, stream>>>(w, scales, out_rows, chunks, x, out, beta);
+    launch(gemv_kernel<W, T, true>, blocks, gemv_threads, 0, stream, w, scales, out_rows, chunks, x, out, beta);
   else
-    gemv_kernel<W, T, false><<<blocks, gemv_threads, 0, stream>>>(w, scales, out_rows, chunks, x, out, beta);
+    launch(gemv_kernel<W, T, false>, blocks, gemv_threads, 0, stream, w, scales, out_rows, chunks, x, out, beta);
 }
 
 template <class W>
@@ -602,6 +625,8 @@ __global__ void __launch_bounds__(rms_threads)
 
 __global__ void dequantise_fp8_kernel(const std::uint8_t* codes, const float* scales, std::int64_t cols,
                                       std::uint64_t count, bf16* out) {
+  grid_dependents_launch();
+  grid_dependency_wait();
   for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     const __half h = __half(__nv_cvt_fp8_to_halfraw(codes[i], __NV_E4M3));
@@ -619,7 +644,7 @@ void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t
 
 void embed(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t rows, std::int64_t hidden,
            std::int64_t vocab, cudaStream_t stream) {
-  embed_kernel<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(tokens, table, x, hidden, vocab);
+  launch(embed_kernel, static_cast<unsigned>(rows), block_threads, 0, stream, tokens, table, x, hidden, vocab);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -628,8 +653,8 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
   const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
   const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
-  rms_norm_kernel<<<static_cast<unsigned>(rows), rms_threads, 0, stream>>>(x, in_stride, in_offset, weight, out,
-                                                                           hidden, eps, vec);
+  launch(rms_norm_kernel, static_cast<unsigned>(rows), rms_threads, 0, stream, x, in_stride, in_offset, weight, out,
+         hidden, eps, vec);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -637,7 +662,7 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
                      std::int64_t rows, const attention_shape& s, bf16* k_cache, bf16* v_cache, cudaStream_t stream) {
   const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 2) + s.kv_heads * s.head_dim;
   const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
-  bias_rope_store_kernel<<<grid, block_threads, 0, stream>>>(qkv, bias, inv_freq, start, s, k_cache, v_cache);
+  launch(bias_rope_store_kernel, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, k_cache, v_cache);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -667,27 +692,28 @@ void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const 
     throw std::invalid_argument(itera::cuda::cat("llm attention: no kernel takes head_dim ", s.head_dim,
                                                  " at a context of ", s.max_context, " tokens"));
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.heads));
-  attention_kernel<<<grid, attention_threads, attention_shared_bytes(s), stream>>>(qkv, k_cache, v_cache, start, s,
-                                                                                   scale, out);
+  launch(attention_kernel, grid, attention_threads, attention_shared_bytes(s), stream, qkv, k_cache, v_cache, start, s,
+         scale, out);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream) {
   const auto total = static_cast<std::uint64_t>(rows * intermediate);
-  swiglu_kernel<<<blocks_for(total), block_threads, 0, stream>>>(gate_up, act, rows, intermediate);
+  launch(swiglu_kernel, blocks_for(total), block_threads, 0, stream, gate_up, act, rows, intermediate);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
             std::int32_t* out, cudaStream_t stream) {
   const bool vec = vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
-  argmax_kernel<<<static_cast<unsigned>(rows), argmax_threads, 0, stream>>>(logits, in_stride, in_offset, vocab, out,
-                                                                            vec);
+  launch(argmax_kernel, static_cast<unsigned>(rows), argmax_threads, 0, stream, logits, in_stride, in_offset, vocab, out,
+         vec);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 void advance(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit, cudaStream_t stream) {
-  advance_kernel<<<blocks_for(static_cast<std::uint64_t>(count)), block_threads, 0, stream>>>(length, count, by, limit);
+  launch(advance_kernel, blocks_for(static_cast<std::uint64_t>(count)), block_threads, 0, stream, length, count, by,
+         limit);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -737,7 +763,7 @@ void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t
                     cudaStream_t stream) {
   const auto count = static_cast<std::uint64_t>(rows * cols);
   if (count == 0) return;
-  dequantise_fp8_kernel<<<blocks_for(count), block_threads, 0, stream>>>(codes, scales, cols, count, out);
+  launch(dequantise_fp8_kernel, blocks_for(count), block_threads, 0, stream, codes, scales, cols, count, out);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,75 +1,126 @@
-// Causal attention of a prefill on tensor cores (llm_kernels.cuh: prefill_attention).
+// Causal attention of a prefill on tensor cores (llm_kernels.cuh: prefill_attention), in the
+// manner of FlashAttention-2.
 //
 // One block of four warps takes a tile of 64 consecutive query rows of one sequence and one query
-// head; it walks the keys in tiles of 64 from position 0 to the tile's last query position, so
-// the work follows the causal triangle. Per key tile, each warp owns 16 query rows:
-//   S = Q K^T         wmma bf16 16x16x16, fp32 accumulation, into shared memory
-//   online softmax    fp32, two lanes per row: running max m and sum l, p = exp(s * scale - m)
-//   O = O alpha + P V O kept in shared memory (fp32): its rows scaled by alpha = exp(m_old - m_new)
-//                     there, then loaded as the accumulator of the P V product and stored back
-// and at the end O / l is written as bf16. The K and V rows past the tile's last position are
-// zero-filled (the cache there may hold anything, NaN included, and 0 x NaN is NaN in a product).
+// head, each warp 16 rows; it walks the keys in tiles of 64 from position 0 to the tile's last
+// query position, so the work follows the causal triangle (the heaviest tiles are launched first).
+//   Q        loaded once (cp.async), kept in registers as mma A fragments
+//   K, V     tiles double-buffered in shared memory with cp.async: the next tile is in flight
+//            while this one is computed; rows are 16-byte chunks XOR-swizzled by row, so ldmatrix
+//            reads eight rows without bank conflicts
+//   S = QK^T mma.sync m16n8k16 bf16 -> fp32, K fragments by ldmatrix
+//   softmax  online, base 2, in registers: each thread holds two rows' values, the row max is
+//            taken across the four threads of a quad; the running sum stays per thread until the end
+//   O += PV  P converted to bf16 A fragments straight from the S accumulators, V fragments by
+//            ldmatrix.trans, O in registers (fp32)
+// and at the end O / l is written as bf16. K and V rows past the block's last position are
+// zero-filled by the copies (the cache there may hold anything, NaN included).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "itera/cuda/check.hpp"
+#include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
 
 namespace itera::kernels::llm {
 namespace {
 
-namespace wmma = nvcuda::wmma;
+using itera::kernels::grid_dependency_wait;
+using itera::kernels::grid_dependents_launch;
 
 constexpr int tile_q = 64, tile_k = 64, warps = 4, warp_rows = 16;
 
-// Shared memory layout for head dimension D, in bytes; every part 128-byte aligned.
+// Shared memory for head dimension D, in bytes: Q [64][D], then K and V, two buffers each.
 template <int D>
 struct prefill_layout {
-  static constexpr std::size_t q = 0;                                           // bf16 [tile_q][D]
-  static constexpr std::size_t k = q + tile_q * D * 2;                          // bf16 [tile_k][D]
-  static constexpr std::size_t v = k + tile_k * D * 2;                          // bf16 [tile_k][D]
-  static constexpr std::size_t s = v + tile_k * D * 2;                          // f32 [warps][16][tile_k]
-  static constexpr std::size_t p = s + warps * warp_rows * tile_k * 4;          // bf16 [warps][16][tile_k]
-  static constexpr std::size_t o = p + warps * warp_rows * tile_k * 2;          // f32 [warps][16][D]
-  static constexpr std::size_t stats = o + static_cast<std::size_t>(warps) * warp_rows * D * 4;  // m, l, alpha
-  static constexpr std::size_t bytes = stats + 3 * tile_q * 4;
+  static constexpr std::size_t tile = static_cast<std::size_t>(tile_k) * D * 2;
+  static constexpr std::size_t q = 0;
+  static constexpr std::size_t k = q + static_cast<std::size_t>(tile_q) * D * 2;
+  static constexpr std::size_t v = k + 2 * tile;
+  static constexpr std::size_t bytes = v + 2 * tile;
 };
 
-// Copies `count` rows of D bf16 from src (row stride src_stride elements) into dst [rows][D],
-// zero-filling rows at or past `valid`. 16-byte chunks across the block.
+// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile: chunks XOR-swizzled within
+// groups of up to eight, so the eight rows an ldmatrix reads at one column fall in distinct banks.
 template <int D>
-__device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, std::int64_t src_stride, int count, int valid) {
+__device__ __forceinline__ unsigned swizzle(int r, int c) {
+  constexpr int chunks = D / 8, group = chunks < 8 ? chunks : 8;
+  return static_cast<unsigned>(r * chunks + (c ^ (r % group))) * 16u;
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global to shared; src_bytes 0 zero-fills the destination.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d += a b: m16n8k16, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+
+// `count` rows of D bf16 from src (row stride `stride` elements) into a swizzled tile, rows at or
+// past `valid` zero-filled. Every thread of the block takes a share of the 16-byte chunks.
+template <int D>
+__device__ __forceinline__ void load_tile(unsigned char* dst, const bf16* src, std::int64_t stride, int count,
+                                          int valid) {
   constexpr int chunks = D / 8;
-  for (int i = threadIdx.x; i < count * chunks; i += blockDim.x) {
-    const int row = i / chunks, c = i % chunks;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (row < valid) value = *reinterpret_cast<const uint4*>(src + row * src_stride + c * 8);
-    *reinterpret_cast<uint4*>(dst + row * D + c * 8) = value;
+  for (int i = static_cast<int>(threadIdx.x); i < count * chunks; i += warps * 32) {
+    const int r = i / chunks, c = i % chunks;
+    const bool ok = r < valid;
+    cp_async16(smem_addr(dst + swizzle<D>(r, c)), ok ? src + r * stride + c * 8 : src, ok ? 16 : 0);
   }
 }
 
 template <int D>
 __global__ void __launch_bounds__(warps * 32)
-    prefill_attention_kernel(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
-                             attention_shape sh, float scale, bf16* out) {
+    prefill_attention_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
+                             const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start,
+                             attention_shape sh, float scale_log2, bf16* __restrict__ out) {
   using L = prefill_layout<D>;
+  constexpr int KS = D / 16;  // k-steps of Q K^T
+  constexpr int NT = D / 8;   // n-tiles of O
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sq = reinterpret_cast<bf16*>(smem + L::q);
-  bf16* sk = reinterpret_cast<bf16*>(smem + L::k);
-  bf16* sv = reinterpret_cast<bf16*>(smem + L::v);
-  float* stats = reinterpret_cast<float*>(smem + L::stats);
-  float* sm = stats;
-  float* sl = stats + tile_q;
-  float* salpha = stats + 2 * tile_q;
+  grid_dependents_launch();
+  grid_dependency_wait();
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t4 = lane % 4;  // mma fragment row (and row + 8) and column pair
   const std::int64_t seq = blockIdx.z;
   const int head = static_cast<int>(blockIdx.y);
-  const std::int64_t q0 = static_cast<std::int64_t>(blockIdx.x) * tile_q;  // first row of the tile in its sequence
+  // Heaviest tiles (the most keys) first: block x takes tile (tiles - 1 - x).
+  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * tile_q;
   const int rows = static_cast<int>(min(static_cast<std::int64_t>(tile_q), sh.rows_per_seq - q0));
   const int kv_head = head / static_cast<int>(sh.heads / sh.kv_heads);
   const std::int64_t qkv_width = (sh.heads + 2 * sh.kv_heads) * D;
@@ -78,111 +129,151 @@ __global__ void __launch_bounds__(warps * 32)
   const std::int64_t cache_base = ((seq * sh.kv_heads + kv_head) * sh.max_context) * D;
   const std::int64_t row0 = seq * sh.rows_per_seq + q0;  // the tile's first row in the pass
 
-  load_rows<D>(sq, qkv + row0 * qkv_width + static_cast<std::int64_t>(head) * D, qkv_width, tile_q, rows);
-  float* so = reinterpret_cast<float*>(smem + L::o) + warp * warp_rows * D;
-  float* ss = reinterpret_cast<float*>(smem + L::s) + warp * warp_rows * tile_k;
-  bf16* sp = reinterpret_cast<bf16*>(smem + L::p) + warp * warp_rows * tile_k;
-  for (int i = lane; i < warp_rows * D; i += 32) so[i] = 0.0f;
-  if (lane < warp_rows) {
-    sm[warp * warp_rows + lane] = -INFINITY;
-    sl[warp * warp_rows + lane] = 0.0f;
-  }
-
-  const int my_first = warp * warp_rows;  // the warp's first row in the tile
-  const bool warp_active = my_first < rows;
-  const std::int64_t warp_last_pos = first_pos + min(my_first + warp_rows, rows) - 1;
-  // Softmax: lanes 2r and 2r + 1 share row r, 32 columns each.
-  const int r = lane / 2, half = lane % 2;
-  const std::int64_t row_pos = first_pos + my_first + r;
-  const bool row_valid = my_first + r < rows;
-
-  for (std::int64_t k0 = 0; k0 <= last_pos; k0 += tile_k) {
-    __syncthreads();  // everyone is done with the previous K and V tiles
+  unsigned char* sq = smem + L::q;
+  const auto k_buf = [&](int b) { return smem + L::k + b * L::tile; };
+  const auto v_buf = [&](int b) { return smem + L::v + b * L::tile; };
+  const auto issue_kv = [&](std::int64_t k0, int b) {
     const int valid = static_cast<int>(min(static_cast<std::int64_t>(tile_k), last_pos + 1 - k0));
-    load_rows<D>(sk, k_cache + cache_base + k0 * D, D, tile_k, valid);
-    load_rows<D>(sv, v_cache + cache_base + k0 * D, D, tile_k, valid);
-    __syncthreads();
+    load_tile<D>(k_buf(b), k_cache + cache_base + k0 * D, D, tile_k, valid);
+    load_tile<D>(v_buf(b), v_cache + cache_base + k0 * D, D, tile_k, valid);
+  };
+  load_tile<D>(sq, qkv + row0 * qkv_width + static_cast<std::int64_t>(head) * D, qkv_width, tile_q, rows);
+  issue_kv(0, 0);
+  cp_async_commit();
+
+  const int my_first = warp * warp_rows;
+  const std::int64_t warp_last_pos = first_pos + min(my_first + warp_rows, rows) - 1;
+  const bool warp_active = my_first < rows;
+  // This thread's two rows' positions (positions fit in int: max_context is far below 2^31).
+  const int pos_lo = static_cast<int>(first_pos) + my_first + g, pos_hi = pos_lo + 8;
+  const int diag_from = static_cast<int>(first_pos) + my_first - tile_k + 1;  // tiles from here need masking
+
+  unsigned qf[KS][4];
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+
+  const std::int64_t tiles = last_pos / tile_k + 1;
+  for (std::int64_t j = 0; j < tiles; ++j) {
+    const int b = static_cast<int>(j & 1);
+    cp_async_wait<0>();
+    __syncthreads();  // tile j (and Q) landed; everyone is done with the other buffer
+    if (j + 1 < tiles) issue_kv((j + 1) * tile_k, b ^ 1);
+    cp_async_commit();
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        const int r = my_first + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * kk + lane / 16;
+        ldmatrix_x4(smem_addr(sq + swizzle<D>(r, c)), qf[kk]);
+      }
+    }
+    const int k0 = static_cast<int>(j) * tile_k;
     if (!warp_active || k0 > warp_last_pos) continue;  // every key of the tile is after the warp's rows
 
-    // S = Q K^T for the warp's 16 rows.
-    for (int n = 0; n < tile_k / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-        wmma::load_matrix_sync(a, sq + my_first * D + kk * 16, D);
-        wmma::load_matrix_sync(b, sk + n * 16 * D + kk * 16, D);
-        wmma::mma_sync(acc, a, b, acc);
-      }
-      wmma::store_matrix_sync(ss + n * 16, acc, tile_k, wmma::mem_row_major);
-    }
-    __syncwarp();
-
-    // Online softmax of the warp's rows over this tile.
-    float vals[32];
-    float tile_max = -INFINITY;
+    // S = Q K^T: 16 rows x 64 keys per warp, n-tile n holds keys k0 + 8n .. + 7.
+    float s[tile_k / 8][4];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int c = half * 32 + j;
-      const bool keep = row_valid && k0 + c <= row_pos;
-      vals[j] = keep ? ss[r * tile_k + c] * scale : -INFINITY;
-      tile_max = fmaxf(tile_max, vals[j]);
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const int srow = my_first + r;
-    const float m_old = sm[srow];
-    const float m_new = fmaxf(m_old, tile_max);
-    // A row with nothing kept so far (m_new = -inf) keeps p = 0 and alpha = 1.
-    const float alpha = m_new == -INFINITY ? 1.0f : __expf(m_old - m_new);
-    float sum = 0.0f;
+    for (int n = 0; n < tile_k / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    const unsigned char* kt = k_buf(b);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const float p = vals[j] == -INFINITY ? 0.0f : __expf(vals[j] - m_new);
-      sum += p;
-      sp[r * tile_k + half * 32 + j] = __float2bfloat16(p);
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    __syncwarp();
-    if (half == 0) {
-      sm[srow] = m_new;
-      sl[srow] = sl[srow] * alpha + sum;
-      salpha[srow] = alpha;
-    }
-    __syncwarp();
-    for (int i = lane; i < warp_rows * D; i += 32) so[i] *= salpha[my_first + i / D];
-    __syncwarp();
-
-    // O += P V.
-    for (int n = 0; n < D / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, so + n * 16, D, wmma::mem_row_major);
-      for (int kk = 0; kk < tile_k / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-        wmma::load_matrix_sync(a, sp + kk * 16, tile_k);
-        wmma::load_matrix_sync(b, sv + kk * 16 * D + n * 16, D);
-        wmma::mma_sync(acc, a, b, acc);
+    for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+      for (int np = 0; np < tile_k / 16; ++np) {
+        unsigned kb[4];
+        const int r = np * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
+        ldmatrix_x4(smem_addr(kt + swizzle<D>(r, c)), kb);
+        mma_bf16(s[2 * np], qf[kk], kb[0], kb[1]);
+        mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
       }
-      wmma::store_matrix_sync(so + n * 16, acc, D, wmma::mem_row_major);
     }
-    __syncwarp();
+
+    // Online softmax (base 2). Keys after a row's position are masked (the diagonal tiles).
+    const bool diagonal = k0 > diag_from - 1;
+    float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < tile_k / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = k0 + n * 8 + 2 * t4 + e;
+        s[n][e] = (!diagonal || key <= pos_lo) ? s[n][e] * scale_log2 : -INFINITY;
+        s[n][2 + e] = (!diagonal || key <= pos_hi) ? s[n][2 + e] * scale_log2 : -INFINITY;
+        tmax_lo = fmaxf(tmax_lo, s[n][e]);
+        tmax_hi = fmaxf(tmax_hi, s[n][2 + e]);
+      }
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
+      tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
+    }
+    // Every row's first tile holds key 0 <= its position, so the running max is finite from then on.
+    const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
+    const float a_lo = exp2f(m_lo - mn_lo), a_hi = exp2f(m_hi - mn_hi);
+    m_lo = mn_lo;
+    m_hi = mn_hi;
+    l_lo *= a_lo;
+    l_hi *= a_hi;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      o[n][0] *= a_lo;
+      o[n][1] *= a_lo;
+      o[n][2] *= a_hi;
+      o[n][3] *= a_hi;
+    }
+#pragma unroll
+    for (int n = 0; n < tile_k / 8; ++n) {
+      s[n][0] = exp2f(s[n][0] - mn_lo);
+      s[n][1] = exp2f(s[n][1] - mn_lo);
+      s[n][2] = exp2f(s[n][2] - mn_hi);
+      s[n][3] = exp2f(s[n][3] - mn_hi);
+      l_lo += s[n][0] + s[n][1];
+      l_hi += s[n][2] + s[n][3];
+    }
+
+    // O += P V: P's A fragments from the S accumulators (keys 16 kk .. + 15), V by ldmatrix.trans.
+    const unsigned char* vt = v_buf(b);
+#pragma unroll
+    for (int kk = 0; kk < tile_k / 16; ++kk) {
+      const unsigned pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        unsigned vb[4];
+        const int r = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
+        ldmatrix_x4_trans(smem_addr(vt + swizzle<D>(r, c)), vb);
+        mma_bf16(o[2 * np], pa, vb[0], vb[1]);
+        mma_bf16(o[2 * np + 1], pa, vb[2], vb[3]);
+      }
+    }
   }
-
+  cp_async_wait<0>();
   if (!warp_active) return;
-  __syncwarp();
+
+  // Row sums across the quad, then O / l as bf16 pairs.
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+  }
   const std::int64_t q_dim = sh.heads * D;
-  for (int i = lane; i < warp_rows * D; i += 32) {
-    const int rr = i / D, d = i % D;
-    if (my_first + rr >= rows) break;
-    const float l = sl[my_first + rr];
-    out[(row0 + my_first + rr) * q_dim + static_cast<std::int64_t>(head) * D + d] = __float2bfloat16(so[i] / l);
+  const int r_lo = my_first + g, r_hi = r_lo + 8;
+  bf16* base = out + row0 * q_dim + static_cast<std::int64_t>(head) * D + 2 * t4;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    if (r_lo < rows)
+      *reinterpret_cast<__nv_bfloat162*>(base + r_lo * q_dim + n * 8) =
+          __floats2bfloat162_rn(o[n][0] / l_lo, o[n][1] / l_lo);
+    if (r_hi < rows)
+      *reinterpret_cast<__nv_bfloat162*>(base + r_hi * q_dim + n * 8) =
+          __floats2bfloat162_rn(o[n][2] / l_hi, o[n][3] / l_hi);
   }
 }
 
 template <int D>
-bool launch(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start, std::int64_t rows,
-            const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
+bool run_prefill(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
+                 std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
   constexpr std::size_t bytes = prefill_layout<D>::bytes;
   static const bool ready = [] {
     ITERA_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -193,8 +284,10 @@ bool launch(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std
   const std::int64_t seqs = rows / s.rows_per_seq;
   const dim3 grid(static_cast<unsigned>((s.rows_per_seq + tile_q - 1) / tile_q), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(seqs));
-  prefill_attention_kernel<D><<<grid, warps * 32, bytes, stream>>>(qkv, k_cache, v_cache, start, s, scale, out);
-  ITERA_CUDA_CHECK_LAUNCH();
+  // Scores in base 2: exp(x) = exp2(x * log2(e)).
+  const float scale_log2 = scale * 1.4426950408889634f;
+  itera::kernels::launch(prefill_attention_kernel<D>, grid, warps * 32, bytes, stream, qkv, k_cache, v_cache, start, s,
+                         scale_log2, out);
   return true;
 }
 
@@ -206,7 +299,7 @@ bool prefill_attention_supported(const attention_shape& s) {
   int device = 0, major = 0;
   ITERA_CUDA_CHECK(cudaGetDevice(&device));
   ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 8;  // bf16 wmma needs sm_80
+  return major >= 8;  // bf16 mma.sync and ldmatrix need sm_80
 }
 
 bool prefill_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
@@ -214,10 +307,10 @@ bool prefill_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache
   if (s.rows_per_seq < 2 || rows % s.rows_per_seq != 0 || rows / s.rows_per_seq > 65535) return false;
   if (!prefill_attention_supported(s)) return false;
   switch (s.head_dim) {
-    case 16: return launch<16>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
-    case 32: return launch<32>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
-    case 64: return launch<64>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
-    case 128: return launch<128>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
+    case 16: return run_prefill<16>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
+    case 32: return run_prefill<32>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
+    case 64: return run_prefill<64>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
+    case 128: return run_prefill<128>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
     default: return false;
   }
 }
