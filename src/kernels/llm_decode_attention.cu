@@ -22,18 +22,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "itera/cuda/check.hpp"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
+#include "src/kernels/mma.cuh"
 
 namespace itera::kernels::llm {
 namespace {
-
-using itera::kernels::device_is_sm90_or_later;
-using itera::kernels::grid_dependency_wait;
-using itera::kernels::grid_dependents_launch;
-using itera::kernels::programmatic_launch_enabled;
 
 constexpr int decode_warps = 4;
 constexpr int decode_threads = decode_warps * 32;
@@ -63,16 +60,6 @@ struct decode_layout {
   static constexpr std::size_t states = static_cast<std::size_t>(decode_warps + 1) * MG * (HD + 2) * 4;
   static_assert(states <= decode_warps * warp_ring, "the warps' states must fit in the ring");
 };
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Eight bf16 (16 bytes) widened to fp32: a bf16 is the high half of its fp32.
 __device__ __forceinline__ void widen8(const uint4& v, float* f) {
@@ -141,8 +128,8 @@ __global__ void __launch_bounds__(decode_threads)
       for (int c = lane; c < tile_keys * chunks; c += 32) {
         const int r = c / chunks, x = c % chunks;
         const std::int64_t key = min(k0 + r, end - 1);
-        cp_async16(kt + r * L::k_row + x * 8, kb + key * HD + x * 8);
-        cp_async16(vt + r * HD + x * 8, vb + key * HD + x * 8);
+        cp_async16(smem_addr(kt + r * L::k_row + x * 8), kb + key * HD + x * 8);
+        cp_async16(smem_addr(vt + r * HD + x * 8), vb + key * HD + x * 8);
       }
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait counts uniform
@@ -345,11 +332,198 @@ __global__ void __launch_bounds__(decode_threads)
 #endif
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// The wide variant, on tensor cores: a block of wide_warps warps per (row, kv head) holding all of
+// the row's keys (no split: taken when the (row, kv head) pairs alone give two blocks per SM). The
+// group's query heads are the rows of one m16n8k16 A operand (zero rows past the group), so a
+// warp computes scores for every head of the group at once. Keys come in tiles of 16 per warp
+// through a ring of wide_stages shared-memory buffers (cp.async, swizzled as in the prefill
+// kernel), so two tiles are in flight while one is computed; warp w takes keys 16w .. 16w + 15 of
+// each tile with its own online softmax, and the warps' states are merged in shared memory at
+// the end. P is rounded to bf16 for the P V product, as in the prefill kernel.
+//
+// Sized so that the blocks of a batch-64 llama-3.1-8b step (512) fit the H200 in one wave: with
+// four warps and two buffers (80 KB, three blocks per SM) the second wave ran a quarter full and
+// the attention took 1.68 ms a step (2.9 TB/s).
+constexpr int wide_warps = 2, wide_stages = 3, wide_tile = 16 * wide_warps;
+
+template <int HD>
+struct wide_layout {
+  static constexpr std::size_t tile = static_cast<std::size_t>(wide_tile) * HD * 2;
+  static constexpr std::size_t q = 0;                           // bf16 [16][HD], swizzled
+  static constexpr std::size_t ring = q + 16 * HD * 2;          // per stage: K tile, then V tile
+  static constexpr std::size_t bytes = ring + wide_stages * 2 * tile;
+  // After the loop, over the ring: per warp O [16][HD] fp32, then m and l [16] each.
+  static constexpr std::size_t states = static_cast<std::size_t>(wide_warps) * 16 * (HD + 2) * 4;
+  static_assert(states <= bytes - ring, "the warps' states must fit over the ring");
+};
+
+template <int HD>
+__global__ void __launch_bounds__(wide_warps * 32)
+    decode_attention_wide_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
+                                 const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start,
+                                 attention_shape s, float scale_log2, bf16* __restrict__ out) {
+  using L = wide_layout<HD>;
+  constexpr int KS = HD / 16, NT = HD / 8, threads = wide_warps * 32;
+  extern __shared__ __align__(128) unsigned char smem[];
+  grid_dependents_launch();
+  grid_dependency_wait();
+  const int group = static_cast<int>(s.heads / s.kv_heads);
+  const std::int64_t t = blockIdx.x, kvh = blockIdx.y, seq = t;
+  const std::int64_t pos = static_cast<std::int64_t>(start[seq]);
+  const int keys = static_cast<int>((pos < s.max_context ? pos : s.max_context - 1) + 1);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const std::int64_t q_dim = s.heads * HD, width = q_dim + 2 * s.kv_heads * HD;
+  const bf16* kb = k_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
+  const bf16* vb = v_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
+
+  unsigned char* sq = smem + L::q;
+  const auto k_buf = [&](int b) { return smem + L::ring + b * 2 * L::tile; };
+  const auto v_buf = [&](int b) { return smem + L::ring + b * 2 * L::tile + L::tile; };
+  const int tiles = (keys + wide_tile - 1) / wide_tile;
+  const auto issue = [&](int j) {
+    if (j < tiles) {
+      const int k0 = j * wide_tile, valid = min(wide_tile, keys - k0);
+      load_tile<HD, threads>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
+      load_tile<HD, threads>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
+    }
+    cp_async_commit();  // an empty group past the last tile keeps the wait counts uniform
+  };
+  // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0.
+  load_tile<HD, threads>(sq, qkv + t * width + kvh * group * HD, HD, 16, group);
+#pragma unroll
+  for (int j = 0; j < wide_stages - 1; ++j) issue(j);
+
+  unsigned qf[KS][4];
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+
+  for (int j = 0; j < tiles; ++j) {
+    cp_async_wait<wide_stages - 2>();
+    __syncthreads();  // tile j (and q) landed; everyone is done with the buffer tile j - 1 used
+    issue(j + wide_stages - 1);
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        const int r = (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * kk + lane / 16;
+        ldmatrix_x4(smem_addr(sq + swizzle<HD>(r, c)), qf[kk]);
+      }
+    }
+    const int k0 = j * wide_tile + warp * 16;  // this warp's 16 keys
+    if (k0 >= keys) continue;
+    float sc[2][4] = {};
+    const unsigned char* kt = k_buf(j % wide_stages);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      unsigned kf[4];
+      const int r = warp * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
+      ldmatrix_x4(smem_addr(kt + swizzle<HD>(r, c)), kf);
+      mma_bf16(sc[0], qf[kk], kf[0], kf[1]);
+      mma_bf16(sc[1], qf[kk], kf[2], kf[3]);
+    }
+    float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool ok = k0 + n * 8 + 2 * t4 + e < keys;
+        sc[n][e] = ok ? sc[n][e] * scale_log2 : -INFINITY;
+        sc[n][2 + e] = ok ? sc[n][2 + e] * scale_log2 : -INFINITY;
+        tmax_lo = fmaxf(tmax_lo, sc[n][e]);
+        tmax_hi = fmaxf(tmax_hi, sc[n][2 + e]);
+      }
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
+      tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
+    }
+    // k0 < keys: the warp's first key is valid, so the maxima are finite.
+    const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
+    const float a_lo = exp2f(m_lo - mn_lo), a_hi = exp2f(m_hi - mn_hi);
+    m_lo = mn_lo;
+    m_hi = mn_hi;
+    l_lo *= a_lo;
+    l_hi *= a_hi;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      o[n][0] *= a_lo;
+      o[n][1] *= a_lo;
+      o[n][2] *= a_hi;
+      o[n][3] *= a_hi;
+    }
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      sc[n][0] = exp2f(sc[n][0] - mn_lo);
+      sc[n][1] = exp2f(sc[n][1] - mn_lo);
+      sc[n][2] = exp2f(sc[n][2] - mn_hi);
+      sc[n][3] = exp2f(sc[n][3] - mn_hi);
+      l_lo += sc[n][0] + sc[n][1];
+      l_hi += sc[n][2] + sc[n][3];
+    }
+    const unsigned pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]), pack_bf16(sc[1][0], sc[1][1]),
+                            pack_bf16(sc[1][2], sc[1][3])};
+    const unsigned char* vt = v_buf(j % wide_stages);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      unsigned vf[4];
+      const int r = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
+      ldmatrix_x4_trans(smem_addr(vt + swizzle<HD>(r, c)), vf);
+      mma_bf16(o[2 * np], pa, vf[0], vf[1]);
+      mma_bf16(o[2 * np + 1], pa, vf[2], vf[3]);
+    }
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+  }
+  __syncthreads();  // the ring becomes the warps' states
+  float* st = reinterpret_cast<float*>(smem + L::ring) + static_cast<std::size_t>(warp) * 16 * (HD + 2);
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    st[g * (HD + 2) + n * 8 + 2 * t4] = o[n][0];
+    st[g * (HD + 2) + n * 8 + 2 * t4 + 1] = o[n][1];
+    st[(g + 8) * (HD + 2) + n * 8 + 2 * t4] = o[n][2];
+    st[(g + 8) * (HD + 2) + n * 8 + 2 * t4 + 1] = o[n][3];
+  }
+  if (t4 == 0) {
+    st[g * (HD + 2) + HD] = m_lo;
+    st[g * (HD + 2) + HD + 1] = l_lo;
+    st[(g + 8) * (HD + 2) + HD] = m_hi;
+    st[(g + 8) * (HD + 2) + HD + 1] = l_hi;
+  }
+  __syncthreads();
+  const float* states = reinterpret_cast<const float*>(smem + L::ring);
+  for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += threads) {
+    const int r = idx / HD, d = idx % HD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < wide_warps; ++w) mx = fmaxf(mx, states[(w * 16 + r) * (HD + 2) + HD]);
+    float num = 0.0f, den = 0.0f;
+#pragma unroll
+    for (int w = 0; w < wide_warps; ++w) {
+      const float* row = states + (w * 16 + r) * (HD + 2);
+      if (row[HD] == -INFINITY) continue;  // the warp had no key
+      const float wgt = exp2f(row[HD] - mx);
+      num = fmaf(wgt, row[d], num);
+      den = fmaf(wgt, row[HD + 1], den);
+    }
+    out[t * q_dim + (kvh * group + r) * HD + d] = __float2bfloat16_rn(num / den);
+  }
+}
+
 using decode_fn = void (*)(const bf16*, const bf16*, const bf16*, const std::int32_t*, attention_shape, float, bf16*);
 
 struct decode_choice {
   decode_fn fn = nullptr;
   std::size_t shared_bytes = 0;
+  int threads = decode_threads;
 };
 
 template <int HD>
@@ -358,9 +532,13 @@ decode_choice choose_group(std::int64_t group) {
   return {decode_attention_kernel<HD, 8>, decode_layout<HD, 8>::bytes};
 }
 
-decode_choice decode_kernel_for(const attention_shape& s) {
+// wide: the launch has one block per (row, kv head) (no split): the tensor-core kernel, for head
+// dims 64 and 128 on sm_80 and later.
+decode_choice decode_kernel_for(const attention_shape& s, bool wide = false) {
   if (s.rows_per_seq != 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > 8) return {};
   const std::int64_t group = s.heads / s.kv_heads;
+  if (wide && s.head_dim == 64) return {decode_attention_wide_kernel<64>, wide_layout<64>::bytes, wide_warps * 32};
+  if (wide && s.head_dim == 128) return {decode_attention_wide_kernel<128>, wide_layout<128>::bytes, wide_warps * 32};
   switch (s.head_dim) {
     case 16: return choose_group<16>(group);
     case 32: return choose_group<32>(group);
@@ -383,22 +561,39 @@ int decode_attention_splits(std::int64_t pairs) {
   return splits;
 }
 
+namespace {
+// ITERA_LLM_WIDE_DECODE=0 keeps the CUDA-core kernel for wide grids too (A/B measurements).
+bool wide_decode_off() {
+  static const bool off = [] {
+    const char* v = std::getenv("ITERA_LLM_WIDE_DECODE");
+    return v && v[0] == '0';
+  }();
+  return off;
+}
+}  // namespace
+
 bool decode_attention_supported(const attention_shape& s) { return decode_kernel_for(s).fn != nullptr; }
 
 void prepare_decode_attention(const attention_shape& s) {
-  if (const decode_choice d = decode_kernel_for(s); d.fn && d.shared_bytes > 48 * 1024)
-    ITERA_CUDA_CHECK(
-        cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.shared_bytes)));
+  for (const bool wide : {false, true})
+    if (const decode_choice d = decode_kernel_for(s, wide); d.fn && d.shared_bytes > 48 * 1024)
+      ITERA_CUDA_CHECK(
+          cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.shared_bytes)));
 }
 
 bool decode_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                       std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
-  const decode_choice d = decode_kernel_for(s);
+  // The tensor-core kernel, unsplit, once there is a (row, kv head) pair per SM (measured on the
+  // H200 at batch 32, 256 pairs: the CUDA-core kernel split in two took 1.46 ms a step); below
+  // that the CUDA-core kernel with its keys split over a cluster.
+  const std::int64_t pairs = rows * s.kv_heads;
+  decode_choice d = pairs >= multiprocessors() && !wide_decode_off() ? decode_kernel_for(s, true) : decode_choice{};
+  const int splits = d.fn ? 1 : decode_attention_splits(pairs);
+  if (!d.fn) d = decode_kernel_for(s, false);
   if (!d.fn) return false;
-  const int splits = decode_attention_splits(rows * s.kv_heads);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(splits));
-  config.blockDim = dim3(decode_threads);
+  config.blockDim = dim3(d.threads);
   config.dynamicSmemBytes = d.shared_bytes;
   config.stream = stream;
   cudaLaunchAttribute attrs[2] = {};

@@ -20,10 +20,6 @@
 namespace itera::kernels::llm {
 namespace {
 
-using itera::kernels::grid_dependency_wait;
-using itera::kernels::grid_dependents_launch;
-using itera::kernels::launch;
-
 constexpr int block_threads = 256;
 constexpr int attention_threads = 128;
 constexpr std::size_t default_shared_bytes = 48 * 1024;

@@ -51,10 +51,12 @@ void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const s
 void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
 // Decode attention (llm_decode_attention.cu): head_dim 16, 32, 64, 128 or 256, at most 8 query
-// heads per kv head. A block per (row, kv head) streams the keys through shared memory with
-// cp.async; on sm_90 a cluster of decode_attention_splits(rows * kv_heads) blocks shares a row's
-// keys (enough blocks for two per SM), merged through distributed shared memory. Online softmax,
-// merges in a fixed order. Returns false, launching nothing, for a shape it does not take.
+// heads per kv head. With at least one (row, kv head) pair per SM and head_dim 64 or 128: one
+// block per pair on tensor cores (the group's query heads as the rows of the mma). Otherwise a
+// block per pair streams the keys through shared memory with cp.async on CUDA cores; on sm_90 a
+// cluster of decode_attention_splits(rows * kv_heads) blocks shares a row's keys, merged through
+// distributed shared memory. Online softmax, merges in a fixed order. Returns false, launching
+// nothing, for a shape it does not take.
 bool decode_attention_supported(const attention_shape& s);
 int decode_attention_splits(std::int64_t pairs);
 void prepare_decode_attention(const attention_shape& s);

@@ -24,12 +24,10 @@
 #include "itera/cuda/check.hpp"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
+#include "src/kernels/mma.cuh"
 
 namespace itera::kernels::llm {
 namespace {
-
-using itera::kernels::grid_dependency_wait;
-using itera::kernels::grid_dependents_launch;
 
 constexpr int tile_q = 64, tile_k = 64, warps = 4, warp_rows = 16;
 
@@ -42,66 +40,6 @@ struct prefill_layout {
   static constexpr std::size_t v = k + 2 * tile;
   static constexpr std::size_t bytes = v + 2 * tile;
 };
-
-// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile: chunks XOR-swizzled within
-// groups of up to eight, so the eight rows an ldmatrix reads at one column fall in distinct banks.
-template <int D>
-__device__ __forceinline__ unsigned swizzle(int r, int c) {
-  constexpr int chunks = D / 8, group = chunks < 8 ? chunks : 8;
-  return static_cast<unsigned>(r * chunks + (c ^ (r % group))) * 16u;
-}
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes from global to shared; src_bytes 0 zero-fills the destination.
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// d += a b: m16n8k16, bf16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-
-// `count` rows of D bf16 from src (row stride `stride` elements) into a swizzled tile, rows at or
-// past `valid` zero-filled. Every thread of the block takes a share of the 16-byte chunks.
-template <int D>
-__device__ __forceinline__ void load_tile(unsigned char* dst, const bf16* src, std::int64_t stride, int count,
-                                          int valid) {
-  constexpr int chunks = D / 8;
-  for (int i = static_cast<int>(threadIdx.x); i < count * chunks; i += warps * 32) {
-    const int r = i / chunks, c = i % chunks;
-    const bool ok = r < valid;
-    cp_async16(smem_addr(dst + swizzle<D>(r, c)), ok ? src + r * stride + c * 8 : src, ok ? 16 : 0);
-  }
-}
 
 template <int D>
 __global__ void __launch_bounds__(warps * 32)
@@ -134,10 +72,10 @@ __global__ void __launch_bounds__(warps * 32)
   const auto v_buf = [&](int b) { return smem + L::v + b * L::tile; };
   const auto issue_kv = [&](std::int64_t k0, int b) {
     const int valid = static_cast<int>(min(static_cast<std::int64_t>(tile_k), last_pos + 1 - k0));
-    load_tile<D>(k_buf(b), k_cache + cache_base + k0 * D, D, tile_k, valid);
-    load_tile<D>(v_buf(b), v_cache + cache_base + k0 * D, D, tile_k, valid);
+    load_tile<D, warps * 32>(k_buf(b), k_cache + cache_base + k0 * D, D, tile_k, valid);
+    load_tile<D, warps * 32>(v_buf(b), v_cache + cache_base + k0 * D, D, tile_k, valid);
   };
-  load_tile<D>(sq, qkv + row0 * qkv_width + static_cast<std::int64_t>(head) * D, qkv_width, tile_q, rows);
+  load_tile<D, warps * 32>(sq, qkv + row0 * qkv_width + static_cast<std::int64_t>(head) * D, qkv_width, tile_q, rows);
   issue_kv(0, 0);
   cp_async_commit();
 

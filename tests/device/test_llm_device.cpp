@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "itera/core/recorder.hpp"
@@ -324,6 +325,52 @@ TEST_F(llm_cuda, wide_batch_decode_matches_cpu_reference) {
     const auto want = ref.decode_step(seq, next[static_cast<std::size_t>(b)]);
     const double err = normalised_error(gpu.data() + static_cast<std::size_t>(b) * vocab, want.data(), vocab);
     EXPECT_LT(err, logits_tolerance) << "sequence " << b;
+  }
+}
+
+// The tensor-core kernels at the head dims of real models (the tiny preset has 16): a prefill of
+// 70 tokens (two key tiles, the second partial) through the FlashAttention-style kernel, then one
+// decode step at batch 150, wide enough that the decode attention runs one block per (row, kv
+// head) on tensor cores; logits of the first, a middle and the last sequence against the cpu
+// reference for both.
+TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
+  for (const auto& [head_dim, heads, kv_heads] : {std::tuple{64, 4, 2}, std::tuple{128, 8, 2}}) {
+    model_config c = preset("tiny");
+    c.head_dim = head_dim;
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    c.hidden = 2 * head_dim;
+    c.intermediate = 4 * head_dim;
+    validate(c);
+    const model_weights w = random_weights(c, dtype::bf16, 31);
+    const reference_model ref(w);
+    constexpr std::int64_t batch = 150, prompt = 70;
+    std::mt19937 rng(head_dim);
+    std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+    for (auto& t : ids) t = id(rng);
+    engine_options opts;
+    opts.batch = batch;
+    opts.max_context = prompt + 4;
+    opts.max_prompt = prompt;
+    cuda_engine eng(*m_dev, w, opts);
+    const auto first = eng.prefill(ids, prompt);
+    std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+    for (std::int64_t b = 0; b < batch; ++b) next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b * 5) % (c.vocab - 1) + 1);
+    const auto step = eng.decode_step(next);
+    const auto vocab = static_cast<std::size_t>(c.vocab);
+    for (const std::int64_t b : {std::int64_t{0}, std::int64_t{71}, batch - 1}) {
+      auto seq = ref.new_sequence();
+      const auto all = ref.prefill(seq, std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
+      const double pe = normalised_error(first.data() + static_cast<std::size_t>(b) * vocab, all.data() + all.size() - vocab,
+                                         vocab);
+      const auto want = ref.decode_step(seq, next[static_cast<std::size_t>(b)]);
+      const double de = normalised_error(step.data() + static_cast<std::size_t>(b) * vocab, want.data(), vocab);
+      std::printf("head_dim %d, sequence %lld: prefill logits error %.3g, decode logits error %.3g (tolerance %.3g)\n",
+                  head_dim, static_cast<long long>(b), pe, de, logits_tolerance);
+      EXPECT_LT(pe, logits_tolerance) << "head_dim " << head_dim << " sequence " << b;
+      EXPECT_LT(de, logits_tolerance) << "head_dim " << head_dim << " sequence " << b;
+    }
   }
 }
 

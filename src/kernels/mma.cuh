@@ -1,0 +1,74 @@
+#pragma once
+// Building blocks of the tensor-core kernels (sm_80 and later): asynchronous copies into shared
+// memory, a bank-conflict-free tile layout for ldmatrix, ldmatrix itself, and the bf16 mma.sync
+// m16n8k16 with fp32 accumulators. Fragment layouts are the PTX ISA's: for lane l, g = l / 4 and
+// t = l % 4; A (16 x 16) a0 = (g, 2t..2t+1), a1 = (g + 8, ..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..);
+// B (16 x 8) b0 = (k 2t..2t+1, n g), b1 = (k 2t + 8.., n g); C (16 x 8) c0, c1 = (g, 2t..), c2, c3 = (g + 8, 2t..).
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace itera::kernels {
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global to shared; src_bytes 0 zero-fills the destination (src must still be a
+// valid address).
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes = 16) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile: chunks XOR-swizzled within
+// groups of up to eight, so the eight rows an ldmatrix reads at one column fall in distinct banks.
+template <int D>
+__device__ __forceinline__ unsigned swizzle(int r, int c) {
+  constexpr int chunks = D / 8, group = chunks < 8 ? chunks : 8;
+  return static_cast<unsigned>(r * chunks + (c ^ (r % group))) * 16u;
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// d += a b: m16n8k16, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+
+// `count` rows of D bf16 from src (row stride `stride` elements) into a swizzled tile, rows at or
+// past `valid` zero-filled, the 16-byte chunks dealt over `threads` threads.
+template <int D, int threads>
+__device__ __forceinline__ void load_tile(unsigned char* dst, const __nv_bfloat16* src, std::int64_t stride, int count,
+                                          int valid) {
+  constexpr int chunks = D / 8;
+  for (int i = static_cast<int>(threadIdx.x); i < count * chunks; i += threads) {
+    const int r = i / chunks, c = i % chunks;
+    const bool ok = r < valid;
+    cp_async16(smem_addr(dst + swizzle<D>(r, c)), ok ? src + r * stride + c * 8 : src, ok ? 16 : 0);
+  }
+}
+
+}  // namespace itera::kernels
