@@ -49,16 +49,17 @@ constexpr CUpti_ActivityKind collected_kinds[] = {
     CUPTI_ACTIVITY_KIND_MEMSET,
 };
 
-// The API kinds the stage clock's external-correlation records need. Runtime by default: measured
-// on an H200 with driver 580 (docs/perf/2026-11-29-h200-foundation.md), runtime records alone
-// carry the correlation that kernels launched through the runtime (and cuBLASLt) bear; driver
-// records alone do not (the stage_clock tests fail and the clock falls back to events); both
-// pass but cost more per launch (7.27 us against 7.04 us, 4.85 us with CUPTI off). Each enabled
-// kind writes a record for every call of the process, in a stage or not. ITERA_CUPTI_API_KINDS=
-// runtime+driver adds the driver kind, for code that launches through the driver API.
+// The API kinds the stage clock's external-correlation records need. Runtime and driver by
+// default: with CUDA 13, cuBLASLt launches some of its kernels through the driver API, and with
+// runtime records alone those kernels carried no correlation (an llm decode step's cuBLASLt
+// products read 0 us in the stage table, H200, 2026-11-29); with both kinds they are timed. Driver
+// records alone do not carry the runtime launches' correlation (docs/perf/2026-11-29-h200-
+// foundation.md). Each enabled kind writes a record for every call of the process, in a stage or
+// not: both cost 7.27 us per launch against 7.04 us for runtime alone (4.85 us with CUPTI off).
+// ITERA_CUPTI_API_KINDS=runtime keeps the runtime kind only.
 std::vector<CUpti_ActivityKind> stage_kinds() {
   const char* choice = std::getenv("ITERA_CUPTI_API_KINDS");
-  const std::string api = choice && *choice ? choice : "runtime";
+  const std::string api = choice && *choice ? choice : "runtime+driver";
   std::vector<CUpti_ActivityKind> kinds;
   if (api == "runtime" || api == "runtime+driver") kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
   if (api == "driver" || api == "runtime+driver") kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
