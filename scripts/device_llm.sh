@@ -12,7 +12,13 @@ log=$out/llm.log
 section() { printf '\n===== %s =====\n' "$*" | tee -a "$log"; }
 
 section device tests
-"$bin/itera_device_tests" --gtest_filter='llm*' >>"$log" 2>&1; echo "device tests exit $?" | tee -a "$log"
+"$bin/itera_device_tests" --gtest_filter='llm*:-*timing*' >>"$log" 2>&1; echo "device tests exit $?" | tee -a "$log"
+for run in "1 bf16" "64 bf16" "1 fp8_e4m3"; do
+  read -r batch weights <<<"$run"
+  section "decode stage table: batch $batch, $weights weights"
+  ITERA_LLM_TIMING_BATCH=$batch ITERA_LLM_TIMING_WEIGHTS=$weights "$bin/itera_device_tests" \
+    --gtest_filter='*decode_timing*' 2>&1 | grep -E "ms/step|stage|^  " >>"$log"
+done
 grep -E "agree|decode|ms/step|OK|FAILED" "$log" | tail -20
 bench() {
   local name=$1
@@ -22,6 +28,7 @@ bench() {
   echo "exit $?" | tee -a "$log"
 }
 bench offline --max-time 4 --axis batch=1,8,64 --axis loop=compute,end_to_end "$@"
+bench fp8 --max-time 4 --axis weights=fp8_e4m3 --axis batch=1,8,64 "$@"
 bench prefill --max-time 4 --axis prompt=2048 --axis output=1 "$@"
 bench server --no-ceilings --axis scenario=server --axis batch=64 --axis rate=4,16 --axis requests=128 \
   --axis ttft_ms=1000 --axis tpot_ms=50 "$@"
@@ -32,7 +39,7 @@ import json, sys, glob, os
 keys = ["latency/ttft", "latency/tpot", "throughput/decode_tokens_per_s", "throughput/prefill_tokens_per_s",
         "utilisation/decode/copy.d2d", "utilisation/prefill/gemm.bf16", "memory/plan/total", "memory/measured_peak",
         "memory/device_used", "latency/ttft/p99", "latency/tpot/p99", "latency/e2e/p50", "load/goodput",
-        "load/meets_targets", "throughput/output_tokens_per_s"]
+        "load/meets_targets", "throughput/output_tokens_per_s", "quality/logits_rel_error", "quality/top1_agreement"]
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
     for line in open(f):
         j = json.loads(line)
@@ -40,7 +47,7 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
         if j.get("workload") != "llm": continue
         a = j["axes"]
         m = {x["name"]: x["value"] for x in j.get("metrics", [])}
-        head = f'{a["scenario"]:>13} {a["loop"]:>10} b={a["batch"]:>3} p={a["prompt"]} o={a["output"]} r={a["rate"]}'
+        head = f'{a["scenario"]:>13} {a["loop"]:>10} {a["weights"]:>8} b={a["batch"]:>3} p={a["prompt"]} o={a["output"]} r={a["rate"]}'
         print(head, j["status"], j.get("message", "")[:120])
         print("     " + "  ".join(f"{k.split('/',1)[1]}={m[k]:.4g}" for k in keys if k in m))
 PY
