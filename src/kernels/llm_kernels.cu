@@ -619,14 +619,33 @@ __global__ void __launch_bounds__(rms_threads)
     codes[row * cols + i] = __nv_cvt_float_to_fp8(value(i) / scale, __NV_SATFINITE, __NV_E4M3);
 }
 
+// Sixteen codes (one 16-byte load, inside one row: cols % 16 == 0) per thread and iteration, the
+// row's scale read once for them, 32 bytes of bf16 stored. The element-wise first version (a byte
+// load, a 64-bit division and a 2-byte store per weight) made an fp8 batch-64 decode step 39.5 ms
+// on the H200 against 6.1 ms in bf16.
 __global__ void dequantise_fp8_kernel(const std::uint8_t* codes, const float* scales, std::int64_t cols,
                                       std::uint64_t count, bf16* out) {
   grid_dependents_launch();
   grid_dependency_wait();
-  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    const __half h = __half(__nv_cvt_fp8_to_halfraw(codes[i], __NV_E4M3));
-    out[i] = __float2bfloat16_rn(__half2float(h) * scales[i / static_cast<std::uint64_t>(cols)]);
+  const std::uint64_t chunks = count / 16, chunks_per_row = static_cast<std::uint64_t>(cols) / 16;
+  for (std::uint64_t c = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = load_stream(reinterpret_cast<const uint4*>(codes) + c);
+    const float scale = scales[c / chunks_per_row];
+    float f[16];
+    w_fp8::widen(v, f);
+    uint4 lo, hi;
+    unsigned* l = &lo.x;
+    unsigned* h = &hi.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __nv_bfloat162 a = __floats2bfloat162_rn(f[2 * j] * scale, f[2 * j + 1] * scale);
+      const __nv_bfloat162 b = __floats2bfloat162_rn(f[8 + 2 * j] * scale, f[8 + 2 * j + 1] * scale);
+      l[j] = *reinterpret_cast<const unsigned*>(&a);
+      h[j] = *reinterpret_cast<const unsigned*>(&b);
+    }
+    reinterpret_cast<uint4*>(out)[2 * c] = lo;
+    reinterpret_cast<uint4*>(out)[2 * c + 1] = hi;
   }
 }
 
@@ -759,7 +778,10 @@ void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t
                     cudaStream_t stream) {
   const auto count = static_cast<std::uint64_t>(rows * cols);
   if (count == 0) return;
-  launch(dequantise_fp8_kernel, blocks_for(count), block_threads, 0, stream, codes, scales, cols, count, out);
+  if (cols % 16 != 0 || reinterpret_cast<std::uintptr_t>(codes) % 16 != 0 || reinterpret_cast<std::uintptr_t>(out) % 16 != 0)
+    throw std::invalid_argument(itera::cuda::cat("llm dequantise_fp8: ", cols,
+                                                 " columns (a multiple of 16) and 16-byte aligned buffers needed"));
+  launch(dequantise_fp8_kernel, blocks_for(count / 16), block_threads, 0, stream, codes, scales, cols, count, out);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
