@@ -619,6 +619,75 @@ __global__ void __launch_bounds__(rms_threads)
     codes[row * cols + i] = __nv_cvt_float_to_fp8(value(i) / scale, __NV_SATFINITE, __NV_E4M3);
 }
 
+// One block per row: the row's largest |value|, then its codes (weights.hpp: quantise_fp8_rows).
+__global__ void __launch_bounds__(rms_threads)
+    quantise_rows_fp8_kernel(const bf16* in, std::int64_t cols, std::uint8_t* codes, float* scales) {
+  grid_dependents_launch();
+  grid_dependency_wait();
+  __shared__ float scratch[32];
+  const std::int64_t row = blockIdx.x;
+  const uint4* src = reinterpret_cast<const uint4*>(in + row * cols);
+  const std::int64_t chunks = cols / 8;
+  float absmax = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float f[8];
+    unpack8(src[c], f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) absmax = fmaxf(absmax, fabsf(f[j]));
+  }
+  const float scale = itera::llm::fp8_row_scale(block_max(absmax, scratch));
+  if (threadIdx.x == 0) scales[row] = scale;
+  for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float f[8];
+    unpack8(src[c], f);
+    unsigned lo = 0, hi = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      lo |= static_cast<unsigned>(__nv_cvt_float_to_fp8(f[j] / scale, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+      hi |= static_cast<unsigned>(__nv_cvt_float_to_fp8(f[4 + j] / scale, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+    }
+    reinterpret_cast<uint2*>(codes + row * cols)[c] = make_uint2(lo, hi);
+  }
+}
+
+// The scales of an fp8 product applied to its unscaled sums d [rows][cols]: element (r, c) times
+// col_scale[c] (the weight row's) times row_scale[r] (the token's). Eight elements per thread.
+__global__ void scale_product_bf16_kernel(bf16* d, std::int64_t cols, std::uint64_t chunks, const float* col_scale,
+                                          const float* row_scale) {
+  grid_dependents_launch();
+  grid_dependency_wait();
+  const std::uint64_t per_row = static_cast<std::uint64_t>(cols) / 8;
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < chunks;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t r = i / per_row, c0 = (i % per_row) * 8;
+    uint4* p = reinterpret_cast<uint4*>(d) + i;
+    float f[8];
+    unpack8(*p, f);
+    const float rs = row_scale[r];
+    uint4 v;
+    unsigned* w = &v.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(f[2 * j] * col_scale[c0 + 2 * j] * rs,
+                                                     f[2 * j + 1] * col_scale[c0 + 2 * j + 1] * rs);
+      w[j] = *reinterpret_cast<const unsigned*>(&b);
+    }
+    *p = v;
+  }
+}
+
+__global__ void scale_add_product_f32_kernel(const float* d, float* out, std::int64_t cols, std::uint64_t count,
+                                             const float* col_scale, const float* row_scale, float beta) {
+  grid_dependents_launch();
+  grid_dependency_wait();
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t r = i / static_cast<std::uint64_t>(cols), c = i % static_cast<std::uint64_t>(cols);
+    const float v = d[i] * col_scale[c] * row_scale[r];
+    out[i] = beta != 0.0f ? fmaf(beta, out[i], v) : v;
+  }
+}
+
 // Sixteen codes (one 16-byte load, inside one row: cols % 16 == 0) per thread and iteration, the
 // row's scale read once for them, 32 bytes of bf16 stored. The element-wise first version (a byte
 // load, a 64-bit division and a 2-byte store per weight) made an fp8 batch-64 decode step 39.5 ms
@@ -783,6 +852,30 @@ void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t
                                                  " columns (a multiple of 16) and 16-byte aligned buffers needed"));
   launch(dequantise_fp8_kernel, blocks_for(count / 16), block_threads, 0, stream, codes, scales, cols, count, out);
   ITERA_CUDA_CHECK_LAUNCH();
+}
+
+void quantise_rows_fp8(const bf16* in, std::int64_t rows, std::int64_t cols, std::uint8_t* codes, float* scales,
+                       cudaStream_t stream) {
+  if (rows == 0) return;
+  if (cols % 8 != 0 || reinterpret_cast<std::uintptr_t>(in) % 16 != 0 || reinterpret_cast<std::uintptr_t>(codes) % 8 != 0)
+    throw std::invalid_argument(itera::cuda::cat("llm quantise_rows_fp8: ", cols,
+                                                 " columns (a multiple of 8) and aligned buffers needed"));
+  launch(quantise_rows_fp8_kernel, static_cast<unsigned>(rows), rms_threads, 0, stream, in, cols, codes, scales);
+}
+
+void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_t cols, const float* col_scale,
+                   const float* row_scale, float beta, cudaStream_t stream) {
+  const auto count = static_cast<std::uint64_t>(rows * cols);
+  if (count == 0) return;
+  if (!fp32) {
+    if (d != out || beta != 0.0f || cols % 8 != 0 || reinterpret_cast<std::uintptr_t>(d) % 16 != 0)
+      throw std::invalid_argument("llm scale_product: bf16 sums are scaled in place, beta 0, columns a multiple of 8");
+    launch(scale_product_bf16_kernel, blocks_for(count / 8), block_threads, 0, stream, static_cast<bf16*>(d), cols,
+           count / 8, col_scale, row_scale);
+    return;
+  }
+  launch(scale_add_product_f32_kernel, blocks_for(count), block_threads, 0, stream, static_cast<const float*>(d),
+         static_cast<float*>(out), cols, count, col_scale, row_scale, beta);
 }
 
 }  // namespace itera::kernels::llm

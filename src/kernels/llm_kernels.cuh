@@ -104,6 +104,15 @@ void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows,
 // e4m3(value / scale), as the host quantises them.
 void fill_init_fp8(std::uint8_t* codes, float* scales, std::int64_t rows, std::int64_t cols, int init_kind,
                    std::uint64_t seed, cudaStream_t stream);
+// Activations for an fp8 product: row r of in [rows][cols] (cols % 8 == 0) becomes scales[r] =
+// fp8_row_scale(max |row|) and codes[r][i] = e4m3(in / scale), as quantise_fp8_rows does on the host.
+void quantise_rows_fp8(const bf16* in, std::int64_t rows, std::int64_t cols, std::uint8_t* codes, float* scales,
+                       cudaStream_t stream);
+// The scales of an fp8 product applied to its unscaled sums d [rows][cols]: times col_scale[c]
+// (per weight row) and row_scale[r] (per token). bf16 (fp32 false): in place (d == out, beta 0);
+// fp32: out = beta out + scaled d.
+void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_t cols, const float* col_scale,
+                   const float* row_scale, float beta, cudaStream_t stream);
 // out[r][i] = bf16(code[r][i] * scales[r]): fp8 weights for a cuBLASLt bf16 product.
 void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, bf16* out,
                     cudaStream_t stream);

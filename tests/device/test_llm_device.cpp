@@ -480,8 +480,24 @@ TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
   auto got = eng.prefill(ids, prompt);
   EXPECT_EQ(generated.prefill(ids, prompt), got) << "device-generated fp8 weights differ from the uploaded ones";
   double e = normalised_error(got.data(), want.data(), want.size());
-  std::printf("fp8 prefill logits: normalised error %.3g (tolerance %.3g)\n", e, logits_tolerance);
-  EXPECT_LT(e, logits_tolerance);
+  // Where the prefill's products run on fp8 tensor cores the activations are rounded to e4m3 too
+  // (3 mantissa bits, one scale per token), which the reference does not do: a wider tolerance.
+  const bool fp8_products = cuda_engine::fp8_products_available(*m_dev);
+  const double prefill_tolerance = fp8_products ? 0.1 : logits_tolerance;
+  std::printf("fp8 prefill logits (%s): normalised error %.3g (tolerance %.3g)\n",
+              fp8_products ? "fp8 tensor-core products" : "dequantised bf16 products", e, prefill_tolerance);
+  EXPECT_LT(e, prefill_tolerance);
+  if (fp8_products) {  // the other path, forced, stays within the bf16 tolerance
+    setenv("ITERA_LLM_FP8_PRODUCTS", "0", 1);
+    cuda_engine dequantising(*m_dev, bf16_w, opts);
+    unsetenv("ITERA_LLM_FP8_PRODUCTS");
+    const auto d = dequantising.prefill(ids, prompt);
+    const double de = normalised_error(d.data(), want.data(), want.size());
+    std::printf("fp8 prefill logits (dequantised bf16 products): normalised error %.3g (tolerance %.3g)\n", de,
+                logits_tolerance);
+    EXPECT_LT(de, logits_tolerance);
+    EXPECT_NE(dequantising.precision_note(), eng.precision_note());
+  }
   for (std::int64_t step = 0; step < steps; ++step) {
     std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
     for (std::int64_t b = 0; b < batch; ++b)

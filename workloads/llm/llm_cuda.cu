@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -108,12 +109,14 @@ struct cuda_engine::impl {
   device_buffer weights;
 
   bool fp8 = false;           // projections stored as fp8 e4m3 codes + row scales
-  device_buffer dequantised;  // fp8: bf16 scratch of the largest projection, for cuBLASLt products
+  bool fp8_mma = false;       // fp8: products above the gemv's rows on fp8 tensor cores
+  device_buffer dequantised;  // fp8 without fp8_mma: bf16 scratch of the largest projection
+  device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
   device_buffer k_cache, v_cache;
   // prompt_ids: the staged prefill input [batch x max_prompt]; next: each slot's next token.
   device_buffer x, h, qkv, attn, gate_up, act, logits, prompt_ids, next, lengths, inv_freq;
 
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>, gemm_plan> plans;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>, gemm_plan> plans;
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
   std::vector<bool> busy;          // slot holds a sequence
   std::int64_t staged = 0;         // ids staged for the next prefill
@@ -130,6 +133,7 @@ struct cuda_engine::impl {
       throw usage_error(cat("llm cuda engine: weights ", dtype_name(o.weights), " are not stored by this engine; ",
                             "choose bf16 or fp8_e4m3"));
     fp8 = o.weights == dtype::fp8_e4m3;
+    fp8_mma = fp8 && fp8_products_available(d);
     if (o.batch < 1) throw usage_error(cat("llm cuda engine: batch ", o.batch, " must be at least 1"));
     if (o.max_context < 1 || o.max_context > c.max_position)
       throw usage_error(cat("llm cuda engine: context ", o.max_context, " must be in 1..", c.max_position, " (", c.name,
@@ -177,9 +181,13 @@ struct cuda_engine::impl {
 
     try {
       weights = dev.allocate(arena_bytes);
-      if (fp8)
+      if (fp8_mma) {
+        act_codes = dev.allocate(static_cast<std::uint64_t>(max_rows * std::max({c.hidden, c.q_dim(), c.intermediate})));
+        act_scales = dev.allocate(static_cast<std::uint64_t>(max_rows) * 4);
+      } else if (fp8) {
         dequantised = dev.allocate(elems(std::max({qkv_width * c.hidden, c.hidden * c.q_dim(),
                                                    2 * c.intermediate * c.hidden, c.hidden * c.intermediate})));
+      }
       const auto cache_elems = static_cast<std::uint64_t>(c.layers * o.batch * c.kv_heads * o.max_context * c.head_dim);
       k_cache = dev.allocate(cache_elems * 2);
       v_cache = dev.allocate(cache_elems * 2);
@@ -294,8 +302,9 @@ struct cuda_engine::impl {
 
   bf16* w_at(std::uint64_t offset) const { return reinterpret_cast<bf16*>(weights.as<unsigned char>() + offset); }
 
-  gemm_plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out) {
-    const auto key = std::make_tuple(m, n, kk, fp32_out);
+  // fp8_inputs: both operands fp8 e4m3 codes, unscaled (the engine applies the scales after).
+  gemm_plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out, bool fp8_inputs = false) {
+    const auto key = std::make_tuple(m, n, kk, fp32_out, fp8_inputs);
     if (auto it = plans.find(key); it != plans.end()) return it->second;
     gemm_plan p;
     cublasLtMatmulDesc_t op = nullptr;
@@ -305,8 +314,9 @@ struct cuda_engine::impl {
     ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
     ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
     const cudaDataType_t d_type = fp32_out ? CUDA_R_32F : CUDA_R_16BF;
-    p.a = make_layout(CUDA_R_16BF, kk, m, kk);  // W: K x M, used transposed
-    p.b = make_layout(CUDA_R_16BF, kk, n, kk);  // activations [n][K]
+    const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    p.a = make_layout(in_type, kk, m, kk);  // W: K x M, used transposed
+    p.b = make_layout(in_type, kk, n, kk);  // activations [n][K]
     p.d = make_layout(d_type, m, n, m);         // [n][M], also C
     cublasLtMatmulPreference_t raw = nullptr;
     ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
@@ -319,7 +329,8 @@ struct cuda_engine::impl {
     ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
                                                       p.d.get(), pref.get(), 1, &result, &returned));
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
-      throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no bf16 algorithm for M=", m, " N=", n, " K=", kk,
+      throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : "bf16",
+                                   " algorithm for M=", m, " N=", n, " K=", kk,
                                    " with ", fp32_out ? "fp32" : "bf16", " output"));
     p.chosen.algo = result.algo;
     return plans.emplace(key, std::move(p)).first->second;
@@ -339,6 +350,25 @@ struct cuda_engine::impl {
         k::gemv_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, in, n, out, fp32_out, beta, dev.stream());
       else
         k::gemv(static_cast<const bf16*>(w.w), m, kk, in, n, out, fp32_out, beta, dev.stream());
+      return;
+    }
+    if (w.scales && fp8_mma) {
+      // fp8 tensor cores on the codes: the activations quantised per token, the product's sums
+      // unscaled (bf16 in `out` itself, fp32 in the gate/up scratch, free wherever a product that
+      // adds into the residual runs), then both scales applied (scale_product).
+      k::quantise_rows_fp8(in, n, kk, act_codes.as<std::uint8_t>(), act_scales.as<float>(), dev.stream());
+      gemm_plan& p = plan_for(m, n, kk, fp32_out, true);
+      void* sums = out;
+      if (fp32_out) {
+        if (gate_up.bytes() < static_cast<std::uint64_t>(m * n) * 4)
+          throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", n, " x ", m, " fp32 sums"));
+        sums = gate_up.data();
+      }
+      const float one = 1.0f, zero = 0.0f;
+      ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &one, w.w, p.a.get(), act_codes.data(), p.b.get(),
+                                        &zero, sums, p.d.get(), sums, p.d.get(), &p.chosen.algo, dev.lt_workspace(),
+                                        dev.lt_workspace_size(), dev.stream()));
+      k::scale_product(sums, out, fp32_out, n, m, w.scales, act_scales.as<float>(), beta, dev.stream());
       return;
     }
     const void* a = w.w;
@@ -544,7 +574,7 @@ struct cuda_engine::impl {
         {c.hidden, c.intermediate, true, act.as<bf16>(), projection(l0.wdown, l0.sdown)},
         {c.vocab, c.hidden, true, h.as<bf16>(), bf16_matrix(off_lm_head)}};
     for (const auto& [m, kk, fp32, in, w] : products)
-      if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32);
+      if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32, w.scales && fp8_mma);
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -573,6 +603,37 @@ struct cuda_engine::impl {
   }
 };
 
+bool cuda_engine::fp8_products_available(backend& d) {
+  if (const char* v = std::getenv("ITERA_LLM_FP8_PRODUCTS"); v && v[0] == '0') return false;
+  cuda_backend& dev = cuda::as_cuda(d);
+  dev.make_current();
+  // Both output types the engine uses, at a small representative shape.
+  for (const cudaDataType_t d_type : {CUDA_R_16BF, CUDA_R_32F}) {
+    cublasLtMatmulDesc_t raw_op = nullptr;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const matmul_desc op(raw_op);
+    const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
+    ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
+    constexpr std::int64_t m = 256, n = 64, kk = 256;
+    const auto a = make_layout(CUDA_R_8F_E4M3, kk, m, kk);
+    const auto b = make_layout(CUDA_R_8F_E4M3, kk, n, kk);
+    const auto dl = make_layout(d_type, m, n, m);
+    cublasLtMatmulPreference_t raw_pref = nullptr;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+    const matmul_preference pref(raw_pref);
+    const std::uint64_t workspace = dev.lt_workspace_size();
+    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &workspace, sizeof workspace));
+    cublasLtMatmulHeuristicResult_t result = {};
+    int returned = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), op.get(), a.get(), b.get(), dl.get(),
+                                                                 dl.get(), pref.get(), 1, &result, &returned);
+    if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) return false;
+  }
+  return true;
+}
+
 cuda_engine::cuda_engine(backend& dev, const model_weights& weights, const engine_options& options)
     : m(std::make_unique<impl>(dev, weights.config, options)) {
   m->upload(weights);
@@ -596,19 +657,27 @@ engine_memory cuda_engine::memory() const {
   r.weights = m->weights.bytes();
   r.kv_cache = m->k_cache.bytes() + m->v_cache.bytes();
   for (const device_buffer* b : {&m->x, &m->h, &m->qkv, &m->attn, &m->gate_up, &m->act, &m->logits, &m->prompt_ids,
-                                 &m->next, &m->lengths, &m->inv_freq, &m->dequantised})
+                                 &m->next, &m->lengths, &m->inv_freq, &m->dequantised, &m->act_codes, &m->act_scales})
     r.activations += b->bytes();
   r.workspace = m->dev.lt_workspace_size();
   return r;
 }
 
 std::string cuda_engine::precision_note() const {
+  if (m->fp8 && m->fp8_mma)
+    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
+               "embedding, LM head, norms and KV cache; bf16 activations between kernels, fp32 residual stream; at or "
+               "below ", k::gemv_max_tokens, " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
+               "accumulation, scale applied to the sum); above, fp8 tensor-core products in cuBLASLt on the codes ",
+               "(fp32 accumulation), the activations quantised to e4m3 with one scale per token, the weight-row and ",
+               "token scales applied to the sums after (bf16 outputs rounded twice: the sum, then the scaled value)");
   if (m->fp8)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
                "embedding, LM head, norms and KV cache; bf16 activations between kernels, fp32 residual stream; at or "
                "below ", k::gemv_max_tokens, " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
                "accumulation, scale applied to the sum); above, each projection is dequantised to a bf16 scratch ",
-               "(code x scale rounded to bf16) and multiplied in cuBLASLt bf16 (fp32 accumulation)");
+               "(code x scale rounded to bf16) and multiplied in cuBLASLt bf16 (fp32 accumulation): cuBLASLt offers ",
+               "no fp8 products on this device (or ITERA_LLM_FP8_PRODUCTS=0)");
   return cat("bf16 weights and KV cache; bf16 activations between kernels, fp32 residual stream; cuBLASLt bf16 "
              "tensor-core products (fp32 accumulation) above ",
              k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below");

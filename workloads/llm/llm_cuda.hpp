@@ -42,7 +42,9 @@ struct engine_options {
   // Weight storage: bf16, or fp8_e4m3 for the layer projections (one fp32 scale per output channel,
   // quantised by the engine from bf16 values as weights.hpp: round_tensor does; the rest bf16).
   // Products of at most gemv_max_tokens rows read the fp8 codes in the gemv kernel; larger ones
-  // dequantise the matrix to a bf16 scratch and run cuBLASLt in bf16.
+  // run on fp8 tensor cores (activations quantised per token, both scales applied to the sums
+  // after) where cuBLASLt multiplies fp8 (cuda_engine::fp8_products_available), else dequantise
+  // the matrix to a bf16 scratch and run cuBLASLt in bf16.
   dtype weights = dtype::bf16;
 };
 
@@ -56,6 +58,10 @@ std::vector<float> small_gemm(backend& dev, std::span<const std::uint16_t> w, st
 
 class cuda_engine final : public engine {
  public:
+  // Whether cuBLASLt on this device multiplies fp8 e4m3 operands into bf16 and fp32 outputs
+  // (sm_89 and later). ITERA_LLM_FP8_PRODUCTS=0 says no.
+  static bool fp8_products_available(backend& dev);
+
   // Weights from a holder (values representable in bf16: random_weights(c, bf16, seed) or a
   // checkpoint loaded as bf16), rounded to bf16 and uploaded. `dev` must be the cuda backend.
   cuda_engine(backend& dev, const model_weights& weights, const engine_options& options);

@@ -44,7 +44,8 @@ void run_cuda(case_state& st) {
   // memory the driver reports has it taken already.
   const std::uint64_t workspace = default_workspace_bytes;
   const auto free_before = dev.memory().free_bytes;
-  (void)check_memory(st, c, free_before + workspace, workspace, held_as::case_precision);
+  const bool fp8_products = c.weights == dtype::fp8_e4m3 && cuda_engine::fp8_products_available(dev);
+  (void)check_memory(st, c, free_before + workspace, workspace, held_as::case_precision, fp8_products);
 
   memory_tracker& tracker = dev.memory_tracking();
   const std::uint64_t baseline = tracker.current();

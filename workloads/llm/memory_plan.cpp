@@ -68,9 +68,12 @@ memory_plan plan_memory(const memory_request& r) {
       // prompt ids, next ids, lengths; RoPE inverse frequencies
       {"token ids", to_bytes(rows * 4 + static_cast<double>(r.batch) * 8 + static_cast<double>(c.head_dim / 2) * 4)},
   };
-  // fp8 weights: the cuda engine dequantises a projection at a time into a bf16 scratch for the
-  // products above its gemv's rows (llm_cuda.hpp), sized for the largest one.
-  if (r.weights == dtype::fp8_e4m3)
+  // fp8 weights, products above the cuda engine's GEMV rows (llm_cuda.hpp): on fp8 tensor cores
+  // the activations are quantised per token into one scratch sized for the widest input, with a
+  // scale per row; otherwise a projection at a time is dequantised into a bf16 scratch.
+  if (r.weights == dtype::fp8_e4m3 && r.fp8_products)
+    plan.activations.push_back({"fp8 activation codes", to_bytes(rows * (std::max({hidden, qd, inter}) + 4))});
+  else if (r.weights == dtype::fp8_e4m3)
     plan.activations.push_back(
         {"fp8 dequant scratch",
          to_bytes(2.0 * std::max({(qd + 2 * kvd) * hidden, hidden * qd, 2 * inter * hidden, hidden * inter}))});

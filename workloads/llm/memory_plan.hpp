@@ -32,6 +32,9 @@ struct memory_request {
   std::int64_t prefill_tokens = 0;  // tokens per sequence in one prefill pass; 0: the whole context
   std::int64_t prefill_batch = 0;   // sequences one prefill pass covers; 0: the batch
   std::uint64_t workspace_bytes = default_workspace_bytes;
+  // fp8 weights: the products above the GEMV's rows run on fp8 tensor cores (activations quantised
+  // per token into a scratch) rather than on a bf16 dequantised copy of each projection.
+  bool fp8_products = false;
 };
 
 struct memory_part {

@@ -486,7 +486,7 @@ llm_case read_case(const case_state& st) {
   return c;
 }
 
-memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, held_as held) {
+memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, held_as held, bool fp8_products) {
   memory_request r;
   r.config = c.config;
   const bool fp32 = held == held_as::fp32;
@@ -499,12 +499,13 @@ memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, he
   r.prefill_batch = c.kind == scenario::offline ? r.batch : 1;
   r.prefill_tokens = c.prompts == "synthetic" ? c.prompt : c.context;
   r.workspace_bytes = workspace_bytes;
+  r.fp8_products = fp8_products && !fp32;
   return r;
 }
 
 memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes,
-                         held_as held) {
-  const auto need = memory_needs(c, workspace_bytes, held);
+                         held_as held, bool fp8_products) {
+  const auto need = memory_needs(c, workspace_bytes, held, fp8_products);
   const auto plan = plan_memory(need);
   for (const auto& p : plan.parts) {
     std::string name = p.name;

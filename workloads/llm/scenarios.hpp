@@ -70,13 +70,13 @@ llm_case read_case(const case_state& st);
 enum class held_as { case_precision, fp32 };
 
 // The memory the case needs on its engine, for the plan (R5).
-memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, held_as held);
+memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, held_as held, bool fp8_products = false);
 
 // Checks the plan against `free_bytes` and records it in the case (fields are not recipe: details
 // memory.plan.*); throws case_skipped "does not fit: needs X GiB, Y GiB free (...)" when it does
 // not fit. Also records the largest batch and context that fit beside this case's.
 memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes,
-                         held_as held);
+                         held_as held, bool fp8_products = false);
 
 // Quality of the case's weight precision against `reference_name` (quality.hpp), recorded as
 // quality/logits_rel_error and quality/top1_agreement with the reference and the positions in the
