@@ -50,6 +50,32 @@ TEST(LlmMemoryPlan, TinyPartsByHand) {
   EXPECT_EQ(other.bytes_of("activations"), buffers(20, 4));
 }
 
+// fp8 weights add the scratch of the products above the GEMV's rows: the activations' codes and
+// one scale per row (fp8 tensor cores), or one projection dequantised to bf16 (the largest: gate +
+// up, 256 x 64 for tiny).
+TEST(LlmMemoryPlan, Fp8WeightsCountTheirProductScratch) {
+  memory_request r;
+  r.config = preset("tiny");
+  r.batch = 2;
+  r.context = 100;
+  r.weights = dtype::fp8_e4m3;
+  const auto bf16_plan = [&] {
+    auto b = r;
+    b.weights = dtype::bf16;
+    return plan_memory(b);
+  }();
+  r.fp8_products = true;
+  const auto mma = plan_memory(r);
+  EXPECT_EQ(mma.bytes_of("activations") - bf16_plan.bytes_of("activations"), 200u * (128 + 4))  // widest input: 128
+      << "200 rows x (intermediate 128 codes + a scale)";
+  EXPECT_EQ(mma.activations.back().name, "fp8 activation codes");
+  r.fp8_products = false;
+  const auto dequant = plan_memory(r);
+  EXPECT_EQ(dequant.bytes_of("activations") - bf16_plan.bytes_of("activations"), 256u * 64 * 2);
+  EXPECT_EQ(dequant.activations.back().name, "fp8 dequant scratch");
+  EXPECT_LT(mma.bytes_of("weights"), bf16_plan.bytes_of("weights"));
+}
+
 TEST(LlmMemoryPlan, DoesNotFitNamesTheNumbersLargestPartFirst) {
   memory_request r;
   r.config = preset("llama-3.1-8b");
