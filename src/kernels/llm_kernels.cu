@@ -595,11 +595,7 @@ void gemv_tokens(const void* w, const float* scales, int rows, int chunks, const
     case 1: launch_gemv<W, 1>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
     case 2: launch_gemv<W, 2>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
     case 3: launch_gemv<W, 3>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 4: launch_gemv<W, 4>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 5: launch_gemv<W, 5>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 6: launch_gemv<W, 6>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 7: launch_gemv<W, 7>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    default: launch_gemv<W, 8>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    default: launch_gemv<W, 4>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
   }
 }
 

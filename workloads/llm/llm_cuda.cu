@@ -337,7 +337,18 @@ struct cuda_engine::impl {
   }
 
   // Whether out[n][m] = in[n][kk] W^T runs in the bandwidth-bound gemv kernel (few rows) rather than cuBLASLt.
+  // fp8: the most rows the gemv takes before the fp8 products do. 2, measured on the H200
+  // (llama-3.1-8b decode step): 1 row gemv 3.07 ms against products 3.49; 2 rows 3.52 against
+  // 3.54; 4 rows 4.86 against 3.89. ITERA_LLM_GEMV_MAX_FP8 sets it (A/B measurements).
+  static std::int64_t fp8_gemv_rows() {
+    static const std::int64_t most = [] {
+      const char* v = std::getenv("ITERA_LLM_GEMV_MAX_FP8");
+      return v ? std::atoll(v) : std::int64_t{2};
+    }();
+    return most;
+  }
   static bool small(std::int64_t n, std::int64_t kk, const matrix& w, const bf16* in) {
+    if (w.scales && n > fp8_gemv_rows()) return false;
     return k::gemv_supported(n, kk, w.w, in, w.scales != nullptr);
   }
 
@@ -667,14 +678,14 @@ std::string cuda_engine::precision_note() const {
   if (m->fp8 && m->fp8_mma)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
                "embedding, LM head, norms and KV cache; bf16 activations between kernels, fp32 residual stream; at or "
-               "below ", k::gemv_max_tokens, " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
+               "below ", impl::fp8_gemv_rows(), " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
                "accumulation, scale applied to the sum); above, fp8 tensor-core products in cuBLASLt on the codes ",
                "(fp32 accumulation), the activations quantised to e4m3 with one scale per token, the weight-row and ",
                "token scales applied to the sums after (bf16 outputs rounded twice: the sum, then the scaled value)");
   if (m->fp8)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
                "embedding, LM head, norms and KV cache; bf16 activations between kernels, fp32 residual stream; at or "
-               "below ", k::gemv_max_tokens, " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
+               "below ", impl::fp8_gemv_rows(), " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
                "accumulation, scale applied to the sum); above, each projection is dequantised to a bf16 scratch ",
                "(code x scale rounded to bf16) and multiplied in cuBLASLt bf16 (fp32 accumulation): cuBLASLt offers ",
                "no fp8 products on this device (or ITERA_LLM_FP8_PRODUCTS=0)");

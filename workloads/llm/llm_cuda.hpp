@@ -41,14 +41,14 @@ struct engine_options {
   bool all_position_logits = false;      // prefill can return the logits of every position (tests)
   // Weight storage: bf16, or fp8_e4m3 for the layer projections (one fp32 scale per output channel,
   // quantised by the engine from bf16 values as weights.hpp: round_tensor does; the rest bf16).
-  // Products of at most gemv_max_tokens rows read the fp8 codes in the gemv kernel; larger ones
+  // Products of at most 2 rows read the fp8 codes in the gemv kernel; larger ones
   // run on fp8 tensor cores (activations quantised per token, both scales applied to the sums
   // after) where cuBLASLt multiplies fp8 (cuda_engine::fp8_products_available), else dequantise
   // the matrix to a bf16 scratch and run cuBLASLt in bf16.
   dtype weights = dtype::bf16;
 };
 
-// The small-token product the engine runs for at most 8 rows (decode), on its own, for tests:
+// The small-token product the engine runs for decode (at most gemv_max_tokens rows), alone, for tests:
 // returns out[t * out_rows + o] = sum_i w[o][i] x[t][i] (+ out_init[t * out_rows + o] when fp32_out
 // and out_init is not empty: beta = 1) as fp32 (bf16 output widened). w: bf16 bits [out_rows][in],
 // x: bf16 bits [tokens][in]. The output is poisoned (NaN) before the run.
