@@ -16,3 +16,9 @@ endif()
 if(ITERA_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
+
+# desk (issue 7): the rental desk service (cpp-httplib, SQLite, libpq, libsodium), Debian packages.
+pkg_check_modules(DESK_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(DESK_SQLITE REQUIRED IMPORTED_TARGET sqlite3)
+pkg_check_modules(DESK_PQ REQUIRED IMPORTED_TARGET libpq)
+pkg_check_modules(DESK_SODIUM REQUIRED IMPORTED_TARGET libsodium)

@@ -8,6 +8,12 @@ ITERA_BUILD_DIR=${ITERA_BUILD_DIR:-$ITERA_ROOT/build}
 itera_packages=(g++ cmake ninja-build pkg-config git python3
                 libcli11-dev nlohmann-json3-dev libfmt-dev libopenblas-dev
                 libgtest-dev libgmock-dev libbenchmark-dev)
+# desk (issue 7): the rental desk's libraries, PostgreSQL for its tests (they start their own server),
+# Debian's chromium for its browser test (npm comes with the machine's Node.js), wrk for its benchmark.
+itera_packages+=(libcpp-httplib-dev libsqlite3-dev libpq-dev libsodium-dev postgresql curl nodejs chromium wrk)
+# npm: Debian's package where the machine's Node.js came without one (NodeSource's bundles its own,
+# and Debian's would conflict with it).
+command -v npm >/dev/null 2>&1 || itera_packages+=(npm)
 
 itera_install_missing() {
   local missing=()
