@@ -441,16 +441,18 @@ TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
 
 // fp8 e4m3 weights: the engine quantises the bf16 holder itself; the cpu reference computes with
 // the same codes times their scales (random_weights in fp8_e4m3 rounds exactly as the engine
-// does). Prefill (rows above the gemv's 8: projections dequantised to bf16, one more rounding of
-// code x scale, 2^-9 relative) and decode (3 rows: the fp8 gemv, exact codes, fp32 sums) against
-// it; the device-generated fp8 weights equal the uploaded ones bit for bit (same logits).
+// does). Prefill (22 rows: fp8 tensor-core products, or projections dequantised to bf16) and
+// decode (2 rows: the fp8 gemv, exact codes, fp32 sums) against it; the device-generated fp8
+// weights equal the uploaded ones bit for bit (same logits).
 TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
   const model_config c = preset("tiny");
   constexpr std::uint64_t seed = 20261129;
   const model_weights bf16_w = random_weights(c, dtype::bf16, seed);
   const model_weights fp8_w = random_weights(c, dtype::fp8_e4m3, seed);
   const reference_model ref(fp8_w);
-  constexpr std::int64_t batch = 3, prompt = 11, steps = 4;
+  // Two sequences: decode steps of 2 rows run the fp8 gemv (the engine takes it for at most 2
+  // rows), the 22-row prefill the fp8 products.
+  constexpr std::int64_t batch = 2, prompt = 11, steps = 4;
   const auto vocab = static_cast<std::size_t>(c.vocab);
   std::mt19937 rng(17);
   std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
