@@ -1,5 +1,7 @@
-// Kernels of the llm cuda engine: straightforward versions, written to be checked against the cpu
-// reference first (tests/device/test_llm_device.cpp); tuning comes later.
+// Kernels of the llm cuda engine (llm_kernels.cuh) but the attention ones (llm_prefill_attention.cu,
+// llm_decode_attention.cu): embedding, norms, RoPE and the cache store, the general attention,
+// SwiGLU, argmax, the gemv (bf16 and fp8) and the fp8 conversions. Each is checked against the cpu
+// reference (tests/device/test_llm_device.cpp); docs/perf records what each change measured.
 #include "src/kernels/llm_kernels.cuh"
 
 #include <cuda_bf16.h>
