@@ -23,6 +23,24 @@ std::tm utc(std::int64_t ms) {
   gmtime_r(&t, &tm);
   return tm;
 }
+// A stored transition as the service answers it: 404 when the order is unknown, 409 with the
+// reason when the move is refused, 200 otherwise (changed unless it was a repeat).
+change_outcome outcome_of(const transition_result& r) {
+  change_outcome out;
+  out.order = r.order;
+  if (!r.found) {
+    out.status = 404;
+    out.reason = "no such order";
+  } else if (!r.check.allowed) {
+    out.status = 409;
+    out.reason = r.check.reason;
+  } else {
+    out.status = 200;
+    out.changed = !r.check.no_change;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_time_utc(std::int64_t ms) {
@@ -165,19 +183,9 @@ change_outcome desk_service::report_paid(const std::string& token, const std::st
     out.reason = "no such order";
     return out;
   }
-  const auto r = m_store->transition(o->reference, order_state::payment_reported, actor_kind::customer, "customer", m_clock(), "", tx_id);
-  out.order = r.order;
-  if (!r.found) {
-    out.status = 404;
-    out.reason = "no such order";
-  } else if (!r.check.allowed) {
-    out.status = 409;
-    out.reason = r.check.reason;
-  } else {
-    out.status = 200;
-    out.changed = !r.check.no_change;
-    if (out.changed) log_line(fmt::format("desk: order {} payment reported", o->reference));
-  }
+  out = outcome_of(m_store->transition(o->reference, order_state::payment_reported, actor_kind::customer, "customer",
+                                       m_clock(), "", tx_id));
+  if (out.changed) log_line(fmt::format("desk: order {} payment reported", o->reference));
   return out;
 }
 
@@ -199,19 +207,9 @@ change_outcome desk_service::operator_move(const std::string& reference, const s
     out.reason = "no such order";
     return out;
   }
-  const auto r = m_store->transition(reference, *state, actor_kind::operator_, "operator", m_clock(), note);
-  out.order = r.order;
-  if (!r.found) {
-    out.status = 404;
-    out.reason = "no such order";
-  } else if (!r.check.allowed) {
-    out.status = 409;
-    out.reason = r.check.reason;
-  } else {
-    out.status = 200;
-    out.changed = true;
-    log_line(fmt::format("desk: order {} moved to {} by operator", reference, to));
-  }
+  out = outcome_of(m_store->transition(reference, *state, actor_kind::operator_, "operator", m_clock(), note));
+  out.changed = out.status == 200;  // an operator's allowed move always moves
+  if (out.changed) log_line(fmt::format("desk: order {} moved to {} by operator", reference, to));
   return out;
 }
 
