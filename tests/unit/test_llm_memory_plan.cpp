@@ -120,6 +120,24 @@ TEST(LlmMemoryPlan, LargestBatchAndContextAreTheEdge) {
   r.context = n + 1;
   EXPECT_FALSE(plan_memory(r).fits(free_bytes));
 
+  // Offline prefills the whole batch (the workload states prefill_batch = batch): the edge is the
+  // same as with the default; serving prefills one sequence at a time and holds more.
+  memory_request offline = r;
+  offline.context = 640;
+  offline.prefill_tokens = 512;
+  offline.batch = 64;
+  offline.prefill_batch = 64;
+  memory_request whole = offline;
+  whole.prefill_batch = 0;
+  const auto offline_edge = largest_batch(offline, free_bytes);
+  EXPECT_EQ(offline_edge, largest_batch(whole, free_bytes));
+  offline.batch = offline_edge;
+  offline.prefill_batch = offline_edge;
+  EXPECT_TRUE(plan_memory(offline).fits(free_bytes));
+  memory_request serving = offline;
+  serving.prefill_batch = 1;
+  EXPECT_GT(largest_batch(serving, free_bytes), offline_edge);
+
   EXPECT_EQ(largest_batch(r, 10 * gib), 0) << "the weights alone do not fit";
   EXPECT_EQ(largest_context(r, 10 * gib), 0);
 
