@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   add(itera::cli::add_run(app, command_line));
   add(itera::cli::add_report(app));
   add(itera::cli::add_compare(app));
+  add(itera::cli::add_fit(app));
+  add(itera::cli::add_project(app));
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,87 @@
+#pragma once
+// Projection to other cards (DESIGN.md R8; docs/analysis.md). Each stage of a measured case is
+// classified compute- or bandwidth-bound by its arithmetic intensity against the source card's
+// ridge point, and its time scaled by (source peak / target peak) of the binding resource;
+// transfers scale by the PCIe link, host stages are not projected. Always labelled "projected".
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "itera/core/result.hpp"
+#include "itera/env/catalogue.hpp"
+
+namespace itera {
+
+enum class stage_bound { compute, bandwidth, transfer, host, unknown };
+const char* to_string(stage_bound b);
+
+// PCIe bandwidth per direction from a catalogue interconnect text ("... PCIe Gen5 x16 128 GB/s"):
+// generation x lanes x the per-lane rate after line coding. nullopt when the text names no PCIe link.
+std::optional<double> pcie_bytes_per_s(const std::string& interconnect);
+
+struct stage_work {
+  std::string path;
+  stage_bound bound = stage_bound::unknown;
+  double time_ns = 0;       // measured per repetition (device time; host time for host stages)
+  double flops = 0, bytes = 0;  // per repetition
+  std::string work_source;  // "declared", "derived from throughput/prefill_flops", "remainder of the case's work", ""
+  double intensity = 0;     // FLOP per byte; 0 without bytes
+  std::string format;       // GEMM format whose peak bounds a compute stage
+  double achieved = 0;      // FLOP/s or B/s of the binding resource
+  double source_peak = 0;   // the binding resource's peak on the source card
+  std::string source_peak_from;  // "measured ceiling gemm.bf16" | "catalogue"
+};
+
+struct stage_projection {
+  double time_ns = 0;
+  double target_peak = 0;
+  std::string note;  // "fp8_e4m3 not on this card: bf16 peak"
+};
+
+struct card_projection {
+  std::string card_id;
+  bool is_source = false;
+  std::vector<stage_projection> stages;  // parallel to case_projection::stages
+  double case_time_ns = 0;
+  std::optional<double> output_tokens_per_s;
+  bool fits = true;  // memory/measured_peak within the card's usable memory (nominal GiB less 8%)
+};
+
+struct case_projection {
+  std::string workload, case_key;
+  double measured_time_ns = 0;   // median per repetition
+  std::string time_kind;         // "device" | "host"
+  double unattributed_ns = 0;    // case time not covered by stages: carried over unchanged
+  std::optional<double> measured_output_tokens_per_s;
+  std::optional<double> measured_peak_bytes;  // memory/measured_peak
+  std::vector<stage_work> stages;
+  std::vector<card_projection> cards;
+  // Validation on the source card itself: source from the measured ceilings, target from the
+  // catalogue peaks of the same card. Error = projected / measured - 1, per stage and total.
+  std::vector<double> self_error;  // parallel to stages (0 for host stages)
+  double self_total_error = 0;
+  std::vector<double> roofline_fraction;  // (work at catalogue peak) / measured time: the achieved fraction
+};
+
+struct projection_report {
+  std::string source;        // results file
+  std::string source_card;   // catalogue id
+  std::vector<std::string> ceilings_used;  // measured ceilings found in the file
+  std::vector<case_projection> cases;
+  std::vector<std::string> not_projected;  // "llm <axes>: no stages with a device time"
+};
+
+struct projection_options {
+  std::vector<std::string> cards;  // target ids; empty: every card
+  std::string source_card;         // override the file's catalogue match
+};
+
+// Throws input_error when the file's device has no catalogue match (and no override) or no case
+// can be projected; usage_error for an unknown card id.
+projection_report project_results(const result_set& set, const catalogue& cat, const projection_options& o);
+
+void write_projection_markdown(std::ostream& out, const projection_report& r, const catalogue& cat);
+void write_projection_json(std::ostream& out, const projection_report& r);
+
+}  // namespace itera
