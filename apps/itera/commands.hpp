@@ -20,6 +20,8 @@ command_fn add_report(CLI::App& app);
 command_fn add_compare(CLI::App& app);
 command_fn add_fit(CLI::App& app);
 command_fn add_project(CLI::App& app);
+command_fn add_cost(CLI::App& app);
+command_fn add_plan(CLI::App& app);
 
 // Timing flags shared by bench and run (stopping rule, warm-up, verification, --quiet).
 void add_run_options(CLI::App& cmd, run_options& options);

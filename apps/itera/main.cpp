@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   add(itera::cli::add_compare(app));
   add(itera::cli::add_fit(app));
   add(itera::cli::add_project(app));
+  add(itera::cli::add_cost(app));
+  add(itera::cli::add_plan(app));
 
   try {
     app.parse(argc, argv);

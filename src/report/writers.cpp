@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "itera/analysis/cost.hpp"
 #include "itera/core/errors.hpp"
 #include "src/report/text_format.hpp"
 
@@ -293,47 +294,24 @@ void write_workload_markdown(std::ostream& out, const std::string& workload, con
 // (metric load/meets_targets), grouped by every axis but rate and batch, the highest rate that
 // meets them and, at that rate, the smallest batch limit that does.
 void write_operating_points(std::ostream& out, const std::vector<const case_record*>& cases) {
-  struct point {
-    double rate;
-    long long batch;
-    double goodput;
-  };
-  std::map<std::string, std::vector<point>> groups;  // key: the other axes
-  std::map<std::string, std::size_t> tried;
-  for (const auto* r : cases) {
-    const metric* meets = r->find_metric("load/meets_targets");
-    if (r->status != case_status::ok || !meets) continue;
-    std::string key, rate, batch;
-    for (const auto& [k, v] : r->axes) {
-      if (k == "rate") rate = v;
-      else if (k == "batch") batch = v;
-      else key += (key.empty() ? "" : " ") + k + "=" + v;
-    }
-    ++tried[key];
-    if (meets->value < 0.5) continue;
-    const metric* goodput = r->find_metric("load/goodput");
-    groups[key].push_back({rate.empty() ? 0.0 : std::atof(rate.c_str()), batch.empty() ? 0 : std::atoll(batch.c_str()),
-                           goodput ? goodput->value : 0.0});
-  }
-  if (tried.empty()) return;
+  // The rule itself is find_operating_points (analysis/cost.hpp; itera cost uses it too); rows by key.
+  auto points = itera::find_operating_points(cases);
+  if (points.empty()) return;
+  std::sort(points.begin(), points.end(), [](const auto& x, const auto& y) { return x.key < y.key; });
   md_table t;
   t.column("cases", false);
   t.column("runs", true);
   t.column("highest rate meeting the targets", true);
   t.column("batch limit it needs", true);
   t.column("goodput (requests/s)", true);
-  for (const auto& [key, n] : tried) {
-    std::vector<std::string> row = {key, std::to_string(n)};
-    const auto it = groups.find(key);
-    if (it == groups.end()) {
+  for (const auto& p : points) {
+    std::vector<std::string> row = {p.key, std::to_string(p.runs)};
+    if (!p.best) {
       row.insert(row.end(), {"none meets them", "-", "-"});
     } else {
-      const point best = *std::min_element(it->second.begin(), it->second.end(), [](const point& a, const point& b) {
-        return a.rate != b.rate ? a.rate > b.rate : a.batch < b.batch;
-      });
-      row.push_back(fmt::format("{:g}/s", best.rate));
-      row.push_back(std::to_string(best.batch));
-      row.push_back(fmt::format("{:.3g}", best.goodput));
+      row.push_back(fmt::format("{:g}/s", p.rate));
+      row.push_back(std::to_string(p.batch));
+      row.push_back(fmt::format("{:.3g}", p.goodput));
     }
     t.rows.push_back(std::move(row));
   }
