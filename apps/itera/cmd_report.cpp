@@ -15,6 +15,7 @@ command_fn add_report(CLI::App& app) {
     std::vector<std::string> files;
     std::string format = "md";
     std::string out;
+    std::string prices;
   };
   auto o = std::make_shared<opts>();
   auto* cmd = app.add_subcommand("report", "Re-render saved results");
@@ -22,15 +23,24 @@ command_fn add_report(CLI::App& app) {
   cmd->add_option("--format", o->format, "md, csv, json or html (one self-contained page with charts, docs/report.md)")
       ->check(CLI::IsMember({"md", "csv", "json", "html"}));
   cmd->add_option("--out", o->out, "write to this file instead of stdout (replaced if it exists; never one of the inputs)");
+  cmd->add_option("--prices", o->prices,
+                  "with --format html: price file per GPU-hour (data/prices.example.json) for the section "
+                  "\"Cost per million tokens\" (docs/report.md)");
   return [o]() {
+    check_report_prices_option(o->format, o->prices);
     std::vector<result_set> sets;
     for (const auto& f : o->files) {
       sets.push_back(read_results(f));
       if (sets.back().truncated)
         progress::log("itera: " + f + " ends with a cut-short line (a run killed while writing); the cases before it are shown");
     }
+    html_cost cost;
+    if (!o->prices.empty()) {
+      cost = html_cost_of(sets, o->prices);
+      if (!cost.report) progress::log("itera: no cost chart: " + cost.unavailable);
+    }
     const auto render = [&](std::ostream& out) {
-      if (o->format == "html") write_html(out, sets);
+      if (o->format == "html") write_html(out, sets, cost);
       else write_results(out, parse_output_format(o->format), sets);
     };
     if (o->out.empty() || o->out == "-") {

@@ -15,7 +15,10 @@
 
 #include <fmt/format.h>
 
+#include "itera/analysis/fit.hpp"
 #include "itera/core/build_info.hpp"
+#include "itera/core/errors.hpp"
+#include "itera/env/catalogue.hpp"
 #include "src/report/text_format.hpp"
 
 namespace itera {
@@ -350,6 +353,7 @@ struct section {
   std::string title;
   std::string explain;  // what the charts show and where their data comes from
   std::vector<chart> charts;
+  std::string warning;  // shown under the explanation (example prices)
 };
 
 ojson axis_spec(const std::string& label, const std::string& scale) { return ojson{{"label", label}, {"scale", scale}}; }
@@ -934,10 +938,159 @@ section comparison_section(const std::vector<result_set>& sets, const std::vecto
   return s;
 }
 
+// ---- cost per million tokens (itera cost, drawn as analyse_cost reports it)
+
+const char* const projected_label = "projected (roofline, see docs/analysis.md)";
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// The words (k=v) of a group's key that are not in every group's key: what tells the groups apart.
+std::string distinguishing(const cost_report& r, std::size_t gi) {
+  std::string out;
+  for (const auto& w : split_words(r.groups[gi].key)) {
+    bool everywhere = true;
+    for (const auto& g : r.groups) {
+      const auto words = split_words(g.key);
+      everywhere = everywhere && std::find(words.begin(), words.end(), w) != words.end();
+    }
+    if (!everywhere) out += (out.empty() ? "" : " ") + w;
+  }
+  return out;
+}
+
+std::string cost_chart_id(const cost_report& r, std::size_t gi) {
+  int n = 0;
+  for (std::size_t i = 0; i < gi; ++i) n += r.groups[i].workload == r.groups[gi].workload;
+  return chart_id("cost", r.groups[gi].workload, n);
+}
+
+std::string cost_chart_title(const cost_report& r, std::size_t gi) {
+  const auto& g = r.groups[gi];
+  const std::string d = distinguishing(r, gi);
+  return g.workload + " " + g.scenario + (d.empty() ? "" : " " + d) + ": cost per million output tokens";
+}
+
+const char* const cost_formula =
+    "cost per million output tokens = price per GPU-hour / (output tokens/s x 3600) x 10^6, one GPU, at the "
+    "card's best configuration that meets the latency targets";
+
+section cost_section(const html_cost& hc) {
+  section s{"cost", "Cost per million tokens", "", {}};
+  if (hc.prices_file.empty()) {
+    s.explain = std::string("Each card's cost of a million output tokens, measured on the card the results come from and "
+                            "projected onto the other cards (itera cost, docs/analysis.md): ") + cost_formula + ".";
+    s.charts.push_back(empty_chart("cost", s.id, "Cost per million output tokens",
+                                   "no price file was given. Add --prices PRICES.json (prices per GPU-hour with date "
+                                   "and source; data/prices.example.json holds example prices, docs/analysis.md "
+                                   "\"Cost and plan\") to draw each card's cost, measured or projected."));
+    return s;
+  }
+  if (!hc.report) {
+    s.explain = "Prices: " + hc.prices_file + ".";
+    s.charts.push_back(empty_chart("cost", s.id, "Cost per million output tokens",
+                                   "the cost analysis (as itera cost) refuses these results: " + hc.unavailable));
+    return s;
+  }
+  const cost_report& r = *hc.report;
+  std::set<std::string> dates;
+  for (const auto& e : r.prices.entries) dates.insert(e.date);
+  std::string ds;
+  for (const auto& d : dates) ds += (ds.empty() ? "" : ", ") + d;
+  s.explain = std::string(cost_formula) + " (itera cost, docs/analysis.md). Solid bars are measured on the card the "
+              "results come from; hatched, lighter bars are projected onto the other cards by the roofline model. "
+              "Prices: " + r.prices.file + " (" + r.prices.currency + " per GPU-hour, dated " + ds + ")." +
+              (r.prices.note.empty() ? "" : " " + r.prices.note);
+  if (r.prices.any_example()) s.warning = "Example prices, not quotes: the price file marks some of its prices as examples.";
+  for (std::size_t gi = 0; gi < r.groups.size(); ++gi) {
+    const cost_group& g = r.groups[gi];
+    std::vector<std::string> categories;
+    ojson measured = ojson::array(), projected = ojson::array();
+    bool any_measured = false, any_projected = false;
+    std::vector<std::string> no_figure;
+    for (const auto& row : g.rows) {
+      if (!row.cost_per_million) {
+        no_figure.push_back(row.card + " (" + (row.note.empty() ? "no figure" : row.note) + ")");
+        continue;
+      }
+      categories.push_back(row.card);
+      measured.push_back(row.measured ? ojson(*row.cost_per_million) : ojson(nullptr));
+      projected.push_back(row.measured ? ojson(nullptr) : ojson(*row.cost_per_million));
+      any_measured = any_measured || row.measured;
+      any_projected = any_projected || !row.measured;
+    }
+    chart c;
+    const bool horizontal = categories.size() > 10;
+    c.spec = new_spec(cost_chart_id(r, gi), s.id, cost_chart_title(r, gi), horizontal ? "hbar" : "bar");
+    const ojson value_axis = axis_spec("cost per million output tokens (" + r.prices.currency + ")", "linear");
+    const ojson card_axis = axis_spec("card", "category");
+    c.spec["x"] = horizontal ? value_axis : card_axis;
+    c.spec["y"] = horizontal ? card_axis : value_axis;
+    c.spec["stacked"] = true;  // a card has one bar, measured or projected
+    c.spec["categories"] = categories;
+    ojson series = ojson::array();
+    if (any_measured) series.push_back({{"label", "measured"}, {"color", 0}, {"values", measured}});
+    if (any_projected)
+      series.push_back({{"label", projected_label}, {"color", 0}, {"pattern", "hatched"}, {"values", projected}});
+    c.spec["series"] = series;
+    std::string note = "Group: " + g.workload + " " + g.key + ".";
+    for (const auto& n : g.notes) note += " " + n;
+    if (!no_figure.empty()) {
+      note += " Not drawn:";
+      for (std::size_t i = 0; i < no_figure.size(); ++i) note += (i ? "; " : " ") + no_figure[i];
+      note += ".";
+    }
+    if (categories.empty()) note = "No data for this chart: no card of this group has a cost figure. " + note;
+    c.spec["note"] = note;
+    c.height_px = horizontal ? bar_height(categories.size(), true) : 380;
+
+    for (const char* h : {"card", "basis", "configuration", "output tokens/s", "price / GPU-hour", "price date",
+                          "cost / M tokens", "note"})
+      c.table.column(h, std::string_view(h) == "output tokens/s" || std::string_view(h) == "price / GPU-hour" ||
+                            std::string_view(h) == "cost / M tokens");
+    for (const auto& row : g.rows)
+      c.table.rows.push_back({row.card, row.measured ? "measured" : "projected",
+                              row.configuration.empty() ? "-" : row.configuration,
+                              row.tokens_per_s ? fmt::format("{:.4g}", *row.tokens_per_s) : "-",
+                              row.price ? row.price->price_text + " " + row.price->currency : "no price",
+                              row.price ? row.price->date : "-",
+                              row.cost_per_million && row.price
+                                  ? analysis::money_text(*row.cost_per_million, row.price->currency, 4)
+                                  : "-",
+                              row.note});
+    s.charts.push_back(std::move(c));
+  }
+  if (s.charts.empty())
+    s.charts.push_back(empty_chart("cost", s.id, "Cost per million output tokens", "the cost analysis found no group."));
+  return s;
+}
+
+ojson cost_json(const html_cost& hc) {
+  if (hc.prices_file.empty()) return nullptr;
+  if (!hc.report) return ojson{{"prices_file", hc.prices_file}, {"unavailable", hc.unavailable}};
+  const cost_report& r = *hc.report;
+  ojson groups = ojson::array();
+  for (std::size_t gi = 0; gi < r.groups.size(); ++gi) {
+    const auto& g = r.groups[gi];
+    ojson rows = ojson::array();
+    for (const auto& row : g.rows) rows.push_back(to_json(row));
+    groups.push_back({{"workload", g.workload}, {"group", g.key}, {"scenario", g.scenario},
+                      {"chart", cost_chart_id(r, gi)}, {"measured_cards", g.measured_cards}, {"rows", rows},
+                      {"notes", g.notes}});
+  }
+  return ojson{{"prices_file", r.prices.file}, {"currency", r.prices.currency},
+               {"example_prices", r.prices.any_example()}, {"groups", groups}, {"unpriced_cards", r.unpriced}};
+}
+
 // ---------------------------------------------------------------------------------------------
 // The page
 
-std::vector<section> build_sections(const std::vector<result_set>& sets, const run_names& labels) {
+std::vector<section> build_sections(const std::vector<result_set>& sets, const run_names& labels,
+                                    const html_cost& cost) {
   const auto all = ok_cases(sets);
   std::vector<section> out;
   out.push_back(throughput_section(all, labels));
@@ -946,6 +1099,7 @@ std::vector<section> build_sections(const std::vector<result_set>& sets, const r
   out.push_back(memory_section(all, labels));
   out.push_back(utilisation_section(sets, all, labels));
   out.push_back(comparison_section(sets, all, labels));
+  out.push_back(cost_section(cost));
   return out;
 }
 
@@ -962,11 +1116,12 @@ ojson runs_json(const std::vector<result_set>& sets, const run_names& labels) {
 }
 
 ojson model_of(const std::vector<result_set>& sets, const run_names& labels,
-               const std::vector<section>& sections) {
+               const std::vector<section>& sections, const html_cost& cost) {
   ojson charts = ojson::array();
   for (const auto& s : sections)
     for (const auto& c : s.charts) charts.push_back(c.spec);
-  return ojson{{"schema", "itera.report.html/1"}, {"runs", runs_json(sets, labels)}, {"charts", charts}};
+  return ojson{{"schema", "itera.report.html/1"}, {"runs", runs_json(sets, labels)}, {"charts", charts},
+               {"cost", cost_json(cost)}};
 }
 
 void write_runs(std::ostream& out, const std::vector<result_set>& sets, const run_names& labels) {
@@ -1007,6 +1162,7 @@ void write_runs(std::ostream& out, const std::vector<result_set>& sets, const ru
 void write_section(std::ostream& out, const section& s) {
   out << "<section id=\"" << s.id << "\">\n<h2>" << html_escape(s.title) << "</h2>\n<p class=\"explain\">"
       << html_escape(s.explain) << "</p>\n";
+  if (!s.warning.empty()) out << "<p class=\"warning\">" << html_escape(s.warning) << "</p>\n";
   for (const auto& c : s.charts) {
     const std::string id = c.spec["id"].get<std::string>();
     const std::string note = c.spec["note"].get<std::string>();
@@ -1113,15 +1269,35 @@ std::string fill_template(std::string_view tpl, const std::map<std::string, std:
 
 }  // namespace
 
-ojson html_report_model(const std::vector<result_set>& sets) {
-  const auto labels = run_labels(sets);
-  return model_of(sets, labels, build_sections(sets, labels));
+html_cost html_cost_of(const std::vector<result_set>& sets, const std::string& prices_path) {
+  html_cost out;
+  out.prices_file = prices_path;
+  const auto& cat = catalogue::builtin();
+  const price_table prices = read_prices(prices_path, cat);  // a bad price file is the user's to fix: it throws
+  try {
+    check_common_recipe(sets);
+    out.report = analyse_cost(sets, cat, prices, {});
+  } catch (const input_error& e) {
+    out.unavailable = e.what();
+  }
+  return out;
 }
 
-void write_html(std::ostream& out, const std::vector<result_set>& sets) {
+void check_report_prices_option(const std::string& format, const std::string& prices_path) {
+  if (!prices_path.empty() && format != "html")
+    throw usage_error("itera report: --prices is only valid with --format html (it adds the cost chart to the page); "
+                      "for a cost table as markdown or JSON use itera cost FILE... --prices " + prices_path);
+}
+
+ojson html_report_model(const std::vector<result_set>& sets, const html_cost& cost) {
   const auto labels = run_labels(sets);
-  const auto sections = build_sections(sets, labels);
-  const std::string data = report::json_for_script(model_of(sets, labels, sections));
+  return model_of(sets, labels, build_sections(sets, labels, cost), cost);
+}
+
+void write_html(std::ostream& out, const std::vector<result_set>& sets, const html_cost& cost) {
+  const auto labels = run_labels(sets);
+  const auto sections = build_sections(sets, labels, cost);
+  const std::string data = report::json_for_script(model_of(sets, labels, sections, cost));
   std::string title = "itera results";
   if (sets.size() == 1) title += ": " + labels[0];
   else if (sets.size() > 1) title += ": " + std::to_string(sets.size()) + " runs";

@@ -6,7 +6,10 @@
 #include <regex>
 #include <sstream>
 
+#include "itera/analysis/cost.hpp"
+#include "itera/core/errors.hpp"
 #include "itera/core/result.hpp"
+#include "itera/env/catalogue.hpp"
 #include "itera/report/html.hpp"
 
 namespace {
@@ -197,7 +200,7 @@ TEST(ReportHtml, ChartsWithoutDataSaySo) {
   const auto sets = std::vector<result_set>{itera::read_results(scenarios + "/server.jsonl")};
   const std::string html = render(sets);
   const ojson data = embedded_data(html);
-  for (const char* id : {"throughput", "stages", "utilisation", "comparison"}) {
+  for (const char* id : {"throughput", "stages", "utilisation", "comparison", "cost"}) {
     const ojson& c = chart(data, id);
     EXPECT_TRUE(c["series"].empty()) << id;
     EXPECT_EQ(c["note"].get<std::string>().rfind("No data for this chart: ", 0), 0u) << id;
@@ -208,8 +211,100 @@ TEST(ReportHtml, ChartsWithoutDataSaySo) {
 
   // No results at all: every section still has its chart, each with a note.
   const ojson empty = embedded_data(render({}));
-  EXPECT_EQ(empty["charts"].size(), 6u);
+  EXPECT_EQ(empty["charts"].size(), 7u);
   for (const auto& c : empty["charts"]) EXPECT_TRUE(c["series"].empty());
+}
+
+std::string render(const std::vector<result_set>& sets, const itera::html_cost& cost) {
+  std::ostringstream out;
+  itera::write_html(out, sets, cost);
+  return out.str();
+}
+
+TEST(ReportHtml, CostChartIsAnalyseCostsReport) {
+  const std::vector<result_set> sets = {itera::read_results(scenarios + "/offline.jsonl")};
+  const std::string prices_path = std::string(ITERA_SOURCE_DIR) + "/data/prices.example.json";
+  const itera::html_cost cost = itera::html_cost_of(sets, prices_path);
+  ASSERT_TRUE(cost.report.has_value()) << cost.unavailable;
+  // The same analysis as `itera cost`, computed here independently of the page.
+  const auto& cat = itera::catalogue::builtin();
+  const itera::cost_report want = itera::analyse_cost(sets, cat, itera::read_prices(prices_path, cat), {});
+  ASSERT_FALSE(want.groups.empty());
+
+  const std::string html = render(sets, cost);
+  const ojson data = embedded_data(html);
+  EXPECT_EQ(data, itera::html_report_model(sets, cost));
+  const ojson& c = data["cost"];
+  EXPECT_EQ(c["currency"], "USD");
+  EXPECT_TRUE(c["example_prices"].get<bool>());
+  ASSERT_EQ(c["groups"].size(), want.groups.size());
+  for (std::size_t gi = 0; gi < want.groups.size(); ++gi) {
+    const auto& g = want.groups[gi];
+    const ojson& gj = c["groups"][gi];
+    EXPECT_EQ(gj["group"], g.key);
+    EXPECT_EQ(gj["scenario"], g.scenario);
+    ASSERT_EQ(gj["rows"].size(), g.rows.size());
+    for (std::size_t i = 0; i < g.rows.size(); ++i) EXPECT_EQ(gj["rows"][i], itera::to_json(g.rows[i])) << i;
+
+    // The chart: one bar per card with a cost, measured and projected in two series.
+    const ojson& ch = chart(data, gj["chart"].get<std::string>());
+    EXPECT_EQ(ch["section"], "cost");
+    EXPECT_TRUE(ch["stacked"].get<bool>());
+    const ojson* measured = series(ch, "measured");
+    const ojson* projected = series(ch, "projected (roofline, see docs/analysis.md)");
+    ASSERT_NE(measured, nullptr);
+    ASSERT_NE(projected, nullptr);
+    EXPECT_EQ((*projected)["pattern"], "hatched");
+    EXPECT_FALSE((*measured).contains("pattern"));
+    std::size_t bar = 0;
+    for (const auto& row : g.rows) {
+      if (!row.cost_per_million) continue;
+      ASSERT_LT(bar, ch["categories"].size());
+      EXPECT_EQ(ch["categories"][bar], row.card);
+      const ojson& on = row.measured ? (*measured)["values"][bar] : (*projected)["values"][bar];
+      const ojson& off = row.measured ? (*projected)["values"][bar] : (*measured)["values"][bar];
+      EXPECT_DOUBLE_EQ(on.get<double>(), *row.cost_per_million) << row.card;
+      EXPECT_TRUE(off.is_null()) << row.card;
+      ++bar;
+    }
+    EXPECT_EQ(bar, ch["categories"].size());
+    EXPECT_NE(html.find("<canvas id=\"chart-" + gj["chart"].get<std::string>() + "\""), std::string::npos);
+  }
+  EXPECT_NE(html.find("<h2>Cost per million tokens</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<p class=\"warning\">Example prices, not quotes"), std::string::npos);
+  EXPECT_NE(html.find("<td>h200-sxm-141gb</td><td>measured</td>"), std::string::npos);
+}
+
+TEST(ReportHtml, CostWithoutPricesSaysHowToGetIt) {
+  const std::vector<result_set> sets = {itera::read_results(scenarios + "/offline.jsonl")};
+  const std::string html = render(sets);
+  const ojson data = embedded_data(html);
+  EXPECT_TRUE(data["cost"].is_null());
+  const ojson& c = chart(data, "cost");
+  EXPECT_TRUE(c["series"].empty());
+  EXPECT_NE(c["note"].get<std::string>().find("--prices PRICES.json"), std::string::npos);
+  EXPECT_EQ(html.find("<canvas id=\"chart-cost"), std::string::npos);
+
+  // Results the cost analysis refuses (no llm throughput): the section says why, the page is written.
+  const std::vector<result_set> gemm = {itera::read_results(data_dir + "/2026-11-29-h200-run.jsonl")};
+  const auto cost = itera::html_cost_of(gemm, std::string(ITERA_SOURCE_DIR) + "/data/prices.example.json");
+  EXPECT_FALSE(cost.report.has_value());
+  EXPECT_FALSE(cost.unavailable.empty());
+  const ojson refused = embedded_data(render(gemm, cost));
+  EXPECT_NE(chart(refused, "cost")["note"].get<std::string>().find(cost.unavailable), std::string::npos);
+}
+
+TEST(ReportHtml, PricesOnlyWithHtml) {
+  for (const char* format : {"md", "csv", "json"}) {
+    try {
+      itera::check_report_prices_option(format, "prices.json");
+      ADD_FAILURE() << "--prices accepted with --format " << format;
+    } catch (const itera::usage_error& e) {
+      EXPECT_NE(std::string(e.what()).find("--prices is only valid with --format html"), std::string::npos);
+    }
+  }
+  EXPECT_NO_THROW(itera::check_report_prices_option("html", "prices.json"));
+  EXPECT_NO_THROW(itera::check_report_prices_option("md", ""));
 }
 
 TEST(ReportHtml, LabelsCannotInjectScript) {

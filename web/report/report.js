@@ -71,6 +71,28 @@
     },
   };
 
+  // A projected value (the cost chart): the series colour, lighter, under diagonal lines, so it reads
+  // apart from a measured bar on screen and in print.
+  function hatch(c) {
+    const tile = document.createElement('canvas');
+    tile.width = 8;
+    tile.height = 8;
+    const ctx = tile.getContext('2d');
+    ctx.fillStyle = c + '55';
+    ctx.fillRect(0, 0, 8, 8);
+    ctx.strokeStyle = c;
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(-2, 10);
+    ctx.lineTo(10, -2);
+    ctx.moveTo(-2, 2);
+    ctx.lineTo(2, -2);
+    ctx.moveTo(6, 10);
+    ctx.lineTo(10, 6);
+    ctx.stroke();
+    return ctx.createPattern(tile, 'repeat');
+  }
+
   function scaleType(scale) {
     if (scale === 'log') return 'logarithmic';
     if (scale === 'category') return 'category';
@@ -105,6 +127,10 @@
       return out;
     }
     out.borderWidth = 0;
+    if (series.pattern === 'hatched') {
+      out.backgroundColor = hatch(c);
+      out.borderWidth = 1.5;
+    }
     out.skipNull = true;
     if (series.stack) out.stack = series.stack;
     return out;

@@ -2,6 +2,8 @@
 // file itself fails the test) and checks that it renders with no console error, that every chart
 // with data is drawn on its canvas with that data, and that every chart without data says so.
 // Usage: node check_report.mjs REPORT.html SCREENSHOT.png PROFILE_DIR [EXPECTED_CHART_ID...]
+// An expected id written +ID must also have data (be drawn). A series with pattern "hatched" (the
+// cost chart's projected bars) must be filled with a pattern, unlike the measured ones.
 import { chromium } from 'playwright-core';
 import { mkdtempSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -45,8 +47,10 @@ try {
             const want = spec.series[i];
             const got = d.data.map((v) => (v !== null && typeof v === 'object' ? [v.x, v.y] : v));
             const expect = want.points ?? want.values;
+            const filled = d.backgroundColor instanceof CanvasPattern;
             return { label: d.label, values: got.filter((v) => v !== null).length,
-              same: JSON.stringify(got) === JSON.stringify(expect), visible: chart.isDatasetVisible(i) };
+              same: JSON.stringify(got) === JSON.stringify(expect), visible: chart.isDatasetVisible(i),
+              patternOk: want.pattern === 'hatched' ? filled : !filled };
           });
           const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
           let painted = 0;
@@ -67,7 +71,11 @@ try {
   assert.deepEqual(result.status.errors, [], 'the page reported chart errors');
   assert.equal(result.scripts, 0, 'the page references external scripts or stylesheets');
   const ids = result.charts.map((c) => c.id);
-  for (const id of expected) assert.ok(ids.includes(id), `chart ${id} is missing (have: ${ids.join(', ')})`);
+  for (const want of expected) {
+    const id = want.replace(/^\+/, '');
+    assert.ok(ids.includes(id), `chart ${id} is missing (have: ${ids.join(', ')})`);
+    if (want.startsWith('+')) assert.ok(result.charts.find((c) => c.id === id).hasData, `chart ${id} has no data`);
+  }
   for (const c of result.charts) {
     assert.ok(c.figure, `chart ${c.id}: no figure on the page`);
     if (c.hasData) {
@@ -79,6 +87,7 @@ try {
         assert.ok(d.values > 0, `chart ${c.id}, series "${d.label}": no value`);
         assert.ok(d.same, `chart ${c.id}, series "${d.label}": Chart.js holds other data than the embedded data`);
         assert.ok(d.visible, `chart ${c.id}, series "${d.label}": hidden`);
+        assert.ok(d.patternOk, `chart ${c.id}, series "${d.label}": hatched fill does not match the spec`);
       }
       assert.ok(c.paintedShare > 0.01, `chart ${c.id}: canvas almost blank (${c.painted} pixels painted)`);
     } else {
