@@ -6,6 +6,7 @@
 
 #include "itera/desk/lifecycle.hpp"
 #include "itera/env/catalogue.hpp"
+#include "src/report/text_format.hpp"
 
 namespace itera::desk::pages {
 
@@ -68,21 +69,7 @@ std::string gpu_name(const desk_service& desk, const std::string& id) {
 
 }  // namespace
 
-std::string html(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 16);
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string html(std::string_view s) { return report::html_escape(s); }
 
 std::string mask_email(std::string_view email) {
   const auto at = email.find('@');

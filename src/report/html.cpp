@@ -36,21 +36,6 @@ extern const std::string_view page_js;
 
 namespace report {
 
-std::string html_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string json_for_script(const ojson& j) {
   const std::string text = j.dump(-1, ' ', false, ojson::error_handler_t::replace);

@@ -69,6 +69,22 @@ std::string joined(const std::vector<std::string>& items, const char* separator)
   return s;
 }
 
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 std::string short_commit(const std::string& commit) { return commit.size() > 12 ? commit.substr(0, 12) : commit; }
 
 std::string string_at(const ojson& obj, std::initializer_list<const char*> keys) {

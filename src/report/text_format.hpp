@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "itera/core/result.hpp"
@@ -30,6 +31,8 @@ std::string exact(double v);
 // Strings
 
 std::string joined(const std::vector<std::string>& items, const char* separator);
+// Escapes & < > " ' for HTML text and attribute values (the HTML report, the desk's pages).
+std::string html_escape(std::string_view text);
 std::string short_commit(const std::string& commit);  // first 12 characters
 
 // The first of `keys` in `obj` whose value is a non-empty scalar, as text; "" when none is.

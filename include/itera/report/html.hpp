@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "itera/analysis/cost.hpp"
@@ -43,7 +44,7 @@ void write_html(std::ostream& out, const std::vector<result_set>& sets, const ht
 namespace report {
 
 // &, <, >, " and ' as character references: any text is safe in an element or a quoted attribute.
-std::string html_escape(const std::string& text);
+std::string html_escape(std::string_view text);  // defined with the text helpers (src/report/text_format.cpp)
 // JSON that cannot end the <script> element it is placed in: '<', '>', '&', U+2028 and U+2029 are
 // written as \u escapes (the same JSON once parsed); invalid UTF-8 becomes U+FFFD.
 std::string json_for_script(const ojson& j);
