@@ -6,9 +6,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "itera/core/backend.hpp"
+#include "itera/core/errors.hpp"
+#include "itera/core/runner.hpp"
 #include "workloads/llm/model.hpp"
 #include "workloads/llm/prompts.hpp"
 #include "workloads/llm/quality.hpp"
+#include "workloads/llm/scenarios.hpp"
 #include "workloads/llm/weights.hpp"
 
 namespace itera::llm {
@@ -120,6 +124,34 @@ TEST(LlmQuality, CpuReferencePrecisions) {
   EXPECT_LT(vs_bf16.logits_rel_error, 0.15);
   EXPECT_GE(vs_fp32.top1_agreement, 0.75);
   EXPECT_GE(vs_bf16.top1_agreement, 0.5);
+}
+
+// A reference that cannot be built (a card too small for it, say) leaves the figures out with the
+// reason and does not fail the case: its timings stand.
+TEST(LlmQuality, AReferenceThatCannotBeBuiltLeavesTheCaseStanding) {
+  auto dev = open_backend("cpu");
+  case_record record;
+  const run_options options;
+  const ceiling_table ceilings;
+  case_state st(*dev, options, record, ceilings, dev->make_timer(), nullptr, nullptr);
+  llm_case c;
+  c.config = preset("tiny");
+  c.batch = 2;
+  c.prompt = 8;
+  c.output = 4;
+  c.context = 12;
+  c.weights = dtype::fp8_e4m3;
+  const auto tested = [&](std::int64_t n, std::int64_t) {
+    return reference_logits_model(random_weights(c.config, dtype::fp8_e4m3, 1), n);
+  };
+  const auto unbuildable = [](std::int64_t, std::int64_t) -> std::unique_ptr<logits_model> {
+    throw case_skipped("does not fit: needs 16.08 GiB, 8.00 GiB free");
+  };
+  EXPECT_NO_THROW(record_quality(st, c, tested, unbuildable, "bf16 weights on a card too small"));
+  EXPECT_EQ(record.find_metric("quality/top1_agreement"), nullptr);
+  ASSERT_EQ(record.details.count("quality.not_measured"), 1u);
+  EXPECT_EQ(record.details.at("quality.not_measured"),
+            "against bf16 weights on a card too small: does not fit: needs 16.08 GiB, 8.00 GiB free");
 }
 
 }  // namespace

@@ -83,7 +83,8 @@ memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_b
 // details: min(batch, 4) synthetic prompts of the case's length, min(output, 16) positions. Each
 // model is built by its function when needed and released before the next is built (the two
 // need not fit together). Figures are kept for the process's later cases of the same model,
-// weights, reference and prompt length.
+// weights, reference and prompt length. When a model cannot be built or run, the figures are left
+// out and the detail quality.not_measured says why: the case's timings stand.
 using logits_model_factory = std::function<std::unique_ptr<logits_model>(std::int64_t sequences, std::int64_t context)>;
 void record_quality(case_state& st, const llm_case& c, const logits_model_factory& test,
                     const logits_model_factory& reference, const std::string& reference_name);
