@@ -309,10 +309,10 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
     g.measured_cards.assign(measured.begin(), measured.end());
 
     std::vector<cost_row> measured_rows, projected_rows;
+    // The measured rows are per source file (a run is judged against its own targets).
+    std::map<const result_set*, std::vector<const case_record*>> per_set;
+    for (const auto& m : members) per_set[m.set].push_back(m.rec);
     if (load) {
-      // Operating point per source file (a load run is judged against its own targets).
-      std::map<const result_set*, std::vector<const case_record*>> per_set;
-      for (const auto& m : members) per_set[m.set].push_back(m.rec);
       for (const auto& [set, recs] : per_set) {
         cost_row row;
         row.card = source_card_of(*set);
@@ -338,8 +338,6 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
                         "measure the scenario on the other card");
     } else {
       // Measured: the best output throughput among the batches that meet the targets, per file.
-      std::map<const result_set*, std::vector<const case_record*>> per_set;
-      for (const auto& m : members) per_set[m.set].push_back(m.rec);
       for (const auto& [set, recs] : per_set) {
         cost_row row;
         row.card = source_card_of(*set);

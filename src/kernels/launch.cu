@@ -6,19 +6,40 @@
 
 namespace itera::kernels {
 
-bool device_is_sm90_or_later() {
-  constexpr int max_devices = 64;
-  static std::atomic<int> major[max_devices] = {};  // 0: not asked yet
+namespace {
+
+// One attribute of the current device, asked once per device (these run on every launch path).
+int cached_attribute(cudaDeviceAttr attribute, std::atomic<int>* cache, int max_devices) {
   int device = 0;
   ITERA_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= max_devices) return false;
-  int m = major[device].load(std::memory_order_relaxed);
-  if (m == 0) {
-    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device));
-    major[device].store(m, std::memory_order_relaxed);
+  if (device < 0 || device >= max_devices) {
+    int value = 0;
+    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+    return value;
   }
-  return m >= 9;
+  int value = cache[device].load(std::memory_order_relaxed);
+  if (value == 0) {  // 0: not asked yet (no device has 0 SMs or compute capability 0)
+    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+    cache[device].store(value, std::memory_order_relaxed);
+  }
+  return value;
 }
+
+constexpr int max_devices = 64;
+
+}  // namespace
+
+int device_compute_major() {
+  static std::atomic<int> cache[max_devices] = {};
+  return cached_attribute(cudaDevAttrComputeCapabilityMajor, cache, max_devices);
+}
+
+int device_multiprocessors() {
+  static std::atomic<int> cache[max_devices] = {};
+  return cached_attribute(cudaDevAttrMultiProcessorCount, cache, max_devices);
+}
+
+bool device_is_sm90_or_later() { return device_compute_major() >= 9; }
 
 bool programmatic_launch_enabled() {
   static const bool allowed = [] {

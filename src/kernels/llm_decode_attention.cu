@@ -71,16 +71,6 @@ __device__ __forceinline__ void widen8(const uint4& v, float* f) {
   }
 }
 
-int multiprocessors() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    ITERA_CUDA_CHECK(cudaGetDevice(&device));
-    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  return sms;
-}
-
 template <int HD, int MG>
 __global__ void __launch_bounds__(decode_threads)
     decode_attention_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
@@ -557,7 +547,7 @@ decode_choice decode_kernel_for(const attention_shape& s, bool wide = false) {
 int decode_attention_splits(std::int64_t pairs) {
   if (!device_is_sm90_or_later()) return 1;
   int splits = 1;
-  while (splits < max_splits && pairs * splits < 2 * static_cast<std::int64_t>(multiprocessors())) splits *= 2;
+  while (splits < max_splits && pairs * splits < 2 * static_cast<std::int64_t>(device_multiprocessors())) splits *= 2;
   return splits;
 }
 
@@ -587,7 +577,7 @@ bool decode_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache,
   // H200 at batch 32, 256 pairs: the CUDA-core kernel split in two took 1.46 ms a step); below
   // that the CUDA-core kernel with its keys split over a cluster.
   const std::int64_t pairs = rows * s.kv_heads;
-  decode_choice d = pairs >= multiprocessors() && !wide_decode_off() ? decode_kernel_for(s, true) : decode_choice{};
+  decode_choice d = pairs >= device_multiprocessors() && !wide_decode_off() ? decode_kernel_for(s, true) : decode_choice{};
   const int splits = d.fn ? 1 : decode_attention_splits(pairs);
   if (!d.fn) d = decode_kernel_for(s, false);
   if (!d.fn) return false;

@@ -234,10 +234,7 @@ bool run_prefill(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, cons
 bool prefill_attention_supported(const attention_shape& s) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0) return false;
   if (s.head_dim != 16 && s.head_dim != 32 && s.head_dim != 64 && s.head_dim != 128) return false;
-  int device = 0, major = 0;
-  ITERA_CUDA_CHECK(cudaGetDevice(&device));
-  ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 8;  // bf16 mma.sync and ldmatrix need sm_80
+  return device_compute_major() >= 8;  // bf16 mma.sync and ldmatrix need sm_80
 }
 
 bool prefill_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,

@@ -9,6 +9,7 @@
 #include "itera/core/backend.hpp"
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
+#include "workloads/llm/llm_cpu.hpp"
 #include "workloads/llm/model.hpp"
 #include "workloads/llm/prompts.hpp"
 #include "workloads/llm/quality.hpp"
@@ -88,8 +89,8 @@ TEST(LlmQuality, BadShapesAreRefused) {
 }
 
 TEST(LlmQuality, ArgmaxTakesTheFirstOfEquals) {
-  EXPECT_EQ(argmax_of(std::vector<float>{1, 3, 3, 2}), 1);
-  EXPECT_EQ(argmax_of(std::vector<float>{-1}), 0);
+  EXPECT_EQ(argmax(std::vector<float>{1, 3, 3, 2}), 1);
+  EXPECT_EQ(argmax(std::vector<float>{-1}), 0);
 }
 
 // The cpu reference at two precisions on the tiny preset: bf16 against itself is exact; fp8

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -614,9 +615,10 @@ struct cuda_engine::impl {
   }
 };
 
-bool cuda_engine::fp8_products_available(backend& d) {
-  if (const char* v = std::getenv("ITERA_LLM_FP8_PRODUCTS"); v && v[0] == '0') return false;
-  cuda_backend& dev = cuda::as_cuda(d);
+namespace {
+
+// Whether cuBLASLt offers fp8 products into both output types the engine uses on this device.
+bool query_fp8_products(cuda_backend& dev) {
   dev.make_current();
   // Both output types the engine uses, at a small representative shape.
   for (const cudaDataType_t d_type : {CUDA_R_16BF, CUDA_R_32F}) {
@@ -643,6 +645,21 @@ bool cuda_engine::fp8_products_available(backend& d) {
     if (status != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) return false;
   }
   return true;
+}
+
+}  // namespace
+
+// Asked once per device: the engine, the memory plan and each quality engine ask it.
+bool cuda_engine::fp8_products_available(backend& d) {
+  if (const char* v = std::getenv("ITERA_LLM_FP8_PRODUCTS"); v && v[0] == '0') return false;
+  cuda_backend& dev = cuda::as_cuda(d);
+  static std::mutex known_mutex;
+  static std::map<int, bool> known;
+  const std::lock_guard lock(known_mutex);
+  if (const auto it = known.find(dev.device_index()); it != known.end()) return it->second;
+  const bool available = query_fp8_products(dev);
+  known.emplace(dev.device_index(), available);
+  return available;
 }
 
 cuda_engine::cuda_engine(backend& dev, const model_weights& weights, const engine_options& options)

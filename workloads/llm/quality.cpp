@@ -10,20 +10,13 @@
 
 namespace itera::llm {
 
-std::int32_t argmax_of(std::span<const float> values) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < values.size(); ++i)
-    if (values[i] > values[best]) best = i;
-  return static_cast<std::int32_t>(best);
-}
-
 namespace {
 
 std::vector<std::int32_t> argmax_rows(const std::vector<float>& logits, std::int64_t rows, std::int64_t vocab) {
   std::vector<std::int32_t> ids(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r)
     ids[static_cast<std::size_t>(r)] =
-        argmax_of(std::span(logits).subspan(static_cast<std::size_t>(r * vocab), static_cast<std::size_t>(vocab)));
+        argmax(std::span(logits).subspan(static_cast<std::size_t>(r * vocab), static_cast<std::size_t>(vocab)));
   return ids;
 }
 
@@ -70,7 +63,7 @@ quality_figures compare_traces(const quality_trace& test, const quality_trace& r
     const std::size_t vocab = a.size() / rows;
     for (std::size_t r = 0; r < rows; ++r) {
       const auto row = [&](const std::vector<float>& v) { return std::span(v).subspan(r * vocab, vocab); };
-      agree += argmax_of(row(a)) == argmax_of(row(b)) ? 1 : 0;
+      agree += argmax(row(a)) == argmax(row(b)) ? 1 : 0;
       ++f.positions;
     }
   }

@@ -51,7 +51,4 @@ quality_figures compare_traces(const quality_trace& test, const quality_trace& r
 // weights.
 std::unique_ptr<logits_model> reference_logits_model(model_weights weights, std::int64_t sequences);
 
-// Index of the largest value (the first of equals), as the engines' argmax picks it.
-std::int32_t argmax_of(std::span<const float> values);
-
 }  // namespace itera::llm
