@@ -22,13 +22,15 @@ command_fn add_plan(CLI::App& app) {
   cmd->add_option("--prices", o->prices, "price file: per GPU-hour (docs/analysis.md; data/prices.example.json)")->required();
   auto* days = cmd->add_option("--days", o->days, "rental duration: 3, 7 or 30 (default: chosen, see docs/analysis.md)");
   cmd->add_option("--max-gpus", o->plan.max_gpus, "most GPUs to rent")->capture_default_str();
-  auto* target = cmd->add_option("--target-tokens-per-s", o->target, "output tokens/s to reach over all GPUs (default: 1 GPU)");
+  auto* target = cmd->add_option("--target-rate,--target-tokens-per-s", o->target,
+                                 "throughput to reach over all GPUs, in the group's unit: output tokens/s, images/s or "
+                                 "steps/s (default: 1 GPU)");
   cmd->add_option("--group", o->plan.group, "k=v the workload group must contain (repeatable; default: the first end-to-end group)");
   cmd->add_option("--network", o->plan.network, "the desk's payment network id for the order")->capture_default_str();
   cmd->add_option("--format", o->format, "md or json")->check(CLI::IsMember({"md", "json"}));
   return [o, days, target]() {
     if (days->count()) o->plan.days = o->days;
-    if (target->count()) o->plan.target_tokens_per_s = o->target;
+    if (target->count()) o->plan.target_rate = o->target;
     const auto& cat = catalogue::builtin();
     std::vector<result_set> sets;
     for (const auto& f : o->files) sets.push_back(read_results(f));

@@ -1,5 +1,6 @@
-// Cost per million output tokens: a price file per GPU-hour against the measured throughput on the
-// measured card and the projected throughput (projection.cpp) on the others.
+// Cost per million output tokens, thousand images or training step (rates.hpp): a price file per
+// GPU-hour against the measured throughput on the measured card and the projected throughput
+// (projection.cpp) on the others.
 #include "itera/analysis/cost.hpp"
 
 #include <algorithm>
@@ -161,10 +162,9 @@ std::string source_card_of(const result_set& s) {
   return {};
 }
 
-void price_row(cost_row& row, const price_table& prices) {
+void price_row(cost_row& row, const price_table& prices, const rate_basis& basis) {
   if (const price_entry* p = prices.find(row.card)) row.price = *p;
-  if (row.price && row.tokens_per_s && *row.tokens_per_s > 0)
-    row.cost_per_million = row.price->per_gpu_hour / (*row.tokens_per_s * 3600.0) * 1e6;
+  if (row.price && row.rate && *row.rate > 0) row.cost = row.price->per_gpu_hour / (*row.rate * 3600.0) * basis.per;
 }
 
 }  // namespace
@@ -274,8 +274,7 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
                                     "not in data/catalogue.json): nothing to price",
                                     s.source));
     for (const auto& r : s.cases) {
-      if (r.role != "case" || r.workload != "llm" || r.status != case_status::ok) continue;
-      if (!r.find_metric("throughput/output_tokens_per_s")) continue;
+      if (r.role != "case" || r.status != case_status::ok || !rate_basis_of(r)) continue;
       const std::string key = r.workload + " " + group_key(r) + (is_load_case(r) ? " #load" : "");
       if (!by_group.count(key)) order.push_back(key);
       by_group[key].push_back({&s, &r});
@@ -288,8 +287,9 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
     }
   }
   if (order.empty())
-    throw input_error("no llm case with throughput/output_tokens_per_s in the results: cost per million tokens needs "
-                      "the llm workload (offline or server scenario)");
+    throw input_error(fmt::format("no finished case carries a throughput to cost ({}): the llm workload (offline or "
+                                  "server scenario), an image pipeline, or the user API's counters record one",
+                                  rate_metric_names()));
 
   // The cards in each table: --card, else the priced cards and the measured ones, in catalogue order.
   const auto wanted = [&](const std::string& id, const std::set<std::string>& measured) {
@@ -304,6 +304,8 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
     g.key = group_key(*members.front().rec);
     const bool load = is_load_case(*members.front().rec);
     g.scenario = load ? "server" : "offline";
+    g.basis = *rate_basis_of(*members.front().rec);
+    const std::string& rate_metric = g.basis.metric;
     std::set<std::string> measured;
     for (const auto& m : members) measured.insert(source_card_of(*m.set));
     g.measured_cards.assign(measured.begin(), measured.end());
@@ -325,13 +327,13 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
         } else {
           row.configuration = fmt::format("rate={:g}/s batch={}", op->rate, op->batch);
           row.case_key = op->best->axes_key();
-          row.tokens_per_s = op->best->find_metric("throughput/output_tokens_per_s")->value;
+          row.rate = op->best->find_metric(rate_metric)->value;
           if (const metric* pk = op->best->find_metric("memory/measured_peak")) row.peak_bytes = pk->value;
           row.note = fmt::format("highest rate meeting the targets, goodput {:.3g} requests/s", op->goodput);
           if (op->rate >= op->highest_rate_tried)
             row.note += "; the highest rate tried: the card may sustain more";
         }
-        price_row(row, prices);
+        price_row(row, prices, g.basis);
         if (wanted(row.card, measured)) measured_rows.push_back(std::move(row));
       }
       g.notes.push_back("server scenario: not projected to other cards (its cases have no stages with a device time); "
@@ -350,18 +352,19 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
             misses += fmt::format("{}batch {}: {}", misses.empty() ? "" : "; ", axis(*r, "batch").value_or("?"), miss);
             continue;
           }
-          const double tps = r->find_metric("throughput/output_tokens_per_s")->value;
-          if (row.tokens_per_s && *row.tokens_per_s >= tps) continue;
-          row.tokens_per_s = tps;
+          const metric* rm = r->find_metric(rate_metric);
+          if (!rm) continue;  // a case of the group with another basis
+          if (row.rate && *row.rate >= rm->value) continue;
+          row.rate = rm->value;
           row.configuration = "batch=" + axis(*r, "batch").value_or("?");
           row.case_key = r->axes_key();
           const metric* pk = r->find_metric("memory/measured_peak");
           row.peak_bytes = pk ? std::optional<double>(pk->value) : std::nullopt;
         }
-        row.note = row.tokens_per_s ? fmt::format("best of {} batch(es)", recs.size())
+        row.note = row.rate ? fmt::format("best of {} batch(es)", recs.size())
                                     : "no batch meets the latency targets";
         if (!misses.empty()) row.note += " (missed the targets: " + misses + ")";
-        price_row(row, prices);
+        price_row(row, prices, g.basis);
         if (wanted(row.card, measured)) measured_rows.push_back(std::move(row));
       }
       // Projected: the best projected throughput among the batches that fit the card and meet the targets.
@@ -379,7 +382,7 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
                                        [&](const case_projection& p) { return p.workload == m.rec->workload && p.case_key == key; });
           if (cp == proj->cases.end()) continue;
           const auto card = std::find_if(cp->cards.begin(), cp->cards.end(), [&](const card_projection& p) { return p.card_id == c.id; });
-          if (card == cp->cards.end() || !card->output_tokens_per_s || !cp->measured_output_tokens_per_s) continue;
+          if (card == cp->cards.end() || !card->rate || !cp->measured_rate || cp->rate_metric != rate_metric) continue;
           ++tried;
           const std::string batch = axis(*m.rec, "batch").value_or("?");
           if (!card->fits) {
@@ -387,20 +390,20 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
                                           cp->measured_peak_bytes ? analysis::gib_text(*cp->measured_peak_bytes) : "?"));
             continue;
           }
-          const std::string miss = offline_target_miss(*m.rec, *cp->measured_output_tokens_per_s / *card->output_tokens_per_s);
+          const std::string miss = offline_target_miss(*m.rec, *cp->measured_rate / *card->rate);
           if (!miss.empty()) {
             why_not.push_back(fmt::format("batch {}: {}", batch, miss));
             continue;
           }
-          if (row.tokens_per_s && *row.tokens_per_s >= *card->output_tokens_per_s) continue;
-          row.tokens_per_s = *card->output_tokens_per_s;
+          if (row.rate && *row.rate >= *card->rate) continue;
+          row.rate = *card->rate;
           row.configuration = "batch=" + batch;
           row.case_key = key;
           row.source = m.set->source;
           row.peak_bytes = cp->measured_peak_bytes;
           row.validation_error = cp->self_total_error;
         }
-        if (row.tokens_per_s) {
+        if (row.rate) {
           row.note = fmt::format("projected (roofline from the measured card, datasheet peaks; {} on the measured card "
                                  "itself: expect the real figure lower by about that much)",
                                  analysis::percent_text(*row.validation_error));
@@ -412,17 +415,17 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
           row.note = "no configuration: ";
           for (std::size_t i = 0; i < why_not.size(); ++i) row.note += (i ? "; " : "") + why_not[i];
         }
-        if (!why_not.empty() && row.tokens_per_s) {
+        if (!why_not.empty() && row.rate) {
           row.note += "; left out: ";
           for (std::size_t i = 0; i < why_not.size(); ++i) row.note += (i ? "; " : "") + why_not[i];
         }
-        price_row(row, prices);
+        price_row(row, prices, g.basis);
         projected_rows.push_back(std::move(row));
       }
     }
     const auto cheaper = [](const cost_row& a, const cost_row& b) {
-      if (a.cost_per_million.has_value() != b.cost_per_million.has_value()) return a.cost_per_million.has_value();
-      return a.cost_per_million && *a.cost_per_million < *b.cost_per_million;
+      if (a.cost.has_value() != b.cost.has_value()) return a.cost.has_value();
+      return a.cost && *a.cost < *b.cost;
     };
     std::stable_sort(measured_rows.begin(), measured_rows.end(), cheaper);
     std::stable_sort(projected_rows.begin(), projected_rows.end(), cheaper);
@@ -455,11 +458,11 @@ ojson to_json(const cost_row& r) {
   j["configuration"] = r.configuration;
   j["case"] = r.case_key;
   j["source"] = r.source;
-  j["output_tokens_per_s"] = opt(r.tokens_per_s);
+  j["rate"] = opt(r.rate);
   j["measured_peak_bytes"] = opt(r.peak_bytes);
   j["validation_error"] = opt(r.validation_error);
   j["price"] = r.price ? to_json(*r.price) : ojson(nullptr);
-  j["cost_per_million_tokens"] = opt(r.cost_per_million);
+  j["cost"] = opt(r.cost);
   j["note"] = r.note;
   return j;
 }
@@ -477,6 +480,8 @@ void write_cost_json(std::ostream& out, const cost_report& r) {
     gj["workload"] = g.workload;
     gj["group"] = g.key;
     gj["scenario"] = g.scenario;
+    gj["rate_metric"] = g.basis.metric;
+    gj["cost_per"] = g.basis.per_label;
     gj["measured_cards"] = g.measured_cards;
     gj["rows"] = ojson::array();
     for (const auto& row : g.rows) gj["rows"].push_back(to_json(row));
@@ -488,7 +493,11 @@ void write_cost_json(std::ostream& out, const cost_report& r) {
 }
 
 void write_cost_markdown(std::ostream& out, const cost_report& r) {
-  out << "# Cost per million output tokens\n\n";
+  std::set<std::string> pers;
+  for (const auto& g : r.groups) pers.insert(g.basis.per_label);
+  std::string per_text;
+  for (const auto& p : pers) per_text += (per_text.empty() ? "" : ", ") + p;
+  out << "# Cost per " << per_text << "\n\n";
   out << fmt::format("Prices: {} ({} per GPU-hour", r.prices.file, r.prices.currency);
   std::set<std::string> dates;
   for (const auto& e : r.prices.entries) dates.insert(e.date);
@@ -498,24 +507,24 @@ void write_cost_markdown(std::ostream& out, const cost_report& r) {
   if (r.prices.any_example()) out << " **Example prices, not quotes.**";
   out << '\n';
   if (!r.prices.note.empty()) out << "\n> " << r.prices.note << '\n';
-  out << "\ncost per million tokens = price per GPU-hour / (output tokens/s x 3600) x 10^6, one GPU, at the card's "
-         "best configuration that meets the latency targets.\n";
+  out << "\ncost = price per GPU-hour / (throughput x 3600) x the amount quoted (10^6 output tokens, 10^3 images or "
+         "one training step), one GPU, at the card's best configuration that meets the latency targets.\n";
   for (const auto& g : r.groups) {
-    out << fmt::format("\n## {} {} ({})\n\n", g.workload, g.key, g.scenario);
+    out << fmt::format("\n## {} {} ({}; cost per {})\n\n", g.workload, g.key, g.scenario, g.basis.per_label);
     analysis::text_table t;
     t.column("card", false);
     t.column("basis", false);
     t.column("configuration", false);
-    t.column("tokens/s", true);
+    t.column(g.basis.rate_label, true);
     t.column("price / GPU-hour", true);
-    t.column("cost / M tokens", true);
+    t.column("cost / " + g.basis.short_label, true);
     t.column("note", false);
     for (const auto& row : g.rows) {
       t.rows.push_back({row.card, row.measured ? "measured" : "projected",
                         row.configuration.empty() ? "-" : row.configuration,
-                        row.tokens_per_s ? fmt::format("{:.4g}", *row.tokens_per_s) : "-",
+                        row.rate ? fmt::format("{:.4g}", *row.rate) : "-",
                         row.price ? row.price->price_text + " " + row.price->currency : "no price",
-                        row.cost_per_million ? analysis::money_text(*row.cost_per_million, row.price->currency, 4) : "-",
+                        row.cost ? analysis::money_text(*row.cost, row.price->currency, 4) : "-",
                         row.note});
     }
     t.write(out);

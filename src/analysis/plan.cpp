@@ -47,23 +47,25 @@ std::string tokens_text(double t) {
   return fmt::format("{:.3g}", t);
 }
 
-std::string campaign_text(int days, const plan_candidate& c, const std::string& scenario) {
-  const std::string basis = c.row.measured ? "measured" : "projected";
+std::string campaign_text(int days, const plan_candidate& c, const std::string& scenario, const std::string& workload,
+                          const rate_basis& basis) {
+  const std::string measured = c.row.measured ? "measured" : "projected";
   const std::string profile = fmt::format(
-      "days 1-3: run the same recipe on {} x {} (itera bench llm, then itera report) and profile compute against "
-      "transfers and memory per stage; confirm the {} {:.4g} tokens/s per GPU at {} and the memory peak",
-      c.quantity, c.row.card, basis, *c.row.tokens_per_s, c.row.configuration);
+      "days 1-3: run the same recipe on {} x {} (itera bench {}, then itera report) and profile compute against "
+      "transfers and memory per stage; confirm the {} {:.4g} {} per GPU at {} and the memory peak",
+      c.quantity, c.row.card, workload, measured, *c.row.rate, basis.rate_label, c.row.configuration);
   const std::string fixes =
       "up to day 7: test fixes, repeat the measurements (several runs, to see the noise), compare batches or "
       "adaptations (fp8 weights, another batch limit) with itera compare";
   if (days == 3) return profile + ".";
   if (days == 7) return profile + "; " + fixes + ".";
-  const double per_day = *c.row.tokens_per_s * c.quantity * 86400.0;
+  const double per_day = *c.row.rate * c.quantity * 86400.0;
+  const std::string items = basis.rate_label.substr(0, basis.rate_label.find('/'));
   return profile + "; " + fixes +
-         fmt::format("; then an inference campaign ({} scenario at {}: up to {} output tokens a day on {} GPU(s) at "
+         fmt::format("; then an inference campaign ({} scenario at {}: up to {} {} a day on {} GPU(s) at "
                      "full load) or a planned training, with a regular evaluation (each week: the same recipe again, "
                      "itera compare against the first week).",
-                     scenario, c.row.configuration, tokens_text(per_day), c.quantity);
+                     scenario, c.row.configuration, tokens_text(per_day), items, c.quantity);
 }
 
 }  // namespace
@@ -73,11 +75,11 @@ plan_report make_plan(const std::vector<result_set>& sets, const catalogue& cat,
   if (o.days && std::find(rental_days.begin(), rental_days.end(), *o.days) == rental_days.end())
     throw usage_error(fmt::format("--days {}: the desk rents for 3, 7 or 30 days", *o.days));
   if (o.max_gpus < 1) throw usage_error(fmt::format("--max-gpus {}: at least 1", o.max_gpus));
-  if (o.target_tokens_per_s && !(*o.target_tokens_per_s > 0))
-    throw usage_error(fmt::format("--target-tokens-per-s {:g}: must be above 0", *o.target_tokens_per_s));
+  if (o.target_rate && !(*o.target_rate > 0))
+    throw usage_error(fmt::format("--target-rate {:g}: must be above 0", *o.target_rate));
 
   plan_report p;
-  p.target_tokens_per_s = o.target_tokens_per_s;
+  p.target_rate = o.target_rate;
   // Every card of the catalogue is a candidate: the plan says why each one is left out.
   cost_options co;
   for (const auto& c : cat.cards()) co.cards.push_back(c.id);
@@ -98,6 +100,9 @@ plan_report make_plan(const std::vector<result_set>& sets, const catalogue& cat,
   if (!g) g = matching.front();
   p.group = g->key;
   p.scenario = g->scenario;
+  p.basis = g->basis;
+  p.workload = g->workload;
+  const std::string& rate_label = g->basis.rate_label;
   for (const auto& cg : p.cost.groups)
     if (&cg != g) p.other_groups.push_back(cg.key);
 
@@ -105,7 +110,7 @@ plan_report make_plan(const std::vector<result_set>& sets, const catalogue& cat,
     plan_candidate c;
     c.row = row;
     const catalogue_card* card = cat.find(row.card);
-    if (!row.tokens_per_s) {
+    if (!row.rate) {
       c.why_not = row.note.empty() ? "no throughput" : row.note;
     } else if (!row.price) {
       c.why_not = "no price in " + prices.file;
@@ -113,10 +118,10 @@ plan_report make_plan(const std::vector<result_set>& sets, const catalogue& cat,
       c.why_not = fmt::format("does not fit: {} measured peak against {} usable", analysis::gib_text(*row.peak_bytes),
                               analysis::gib_text(card->memory_gb * 1073741824.0 * usable_fraction));
     } else {
-      c.quantity = o.target_tokens_per_s ? static_cast<int>(std::ceil(*o.target_tokens_per_s / *row.tokens_per_s)) : 1;
+      c.quantity = o.target_rate ? static_cast<int>(std::ceil(*o.target_rate / *row.rate)) : 1;
       if (c.quantity > o.max_gpus) {
-        c.why_not = fmt::format("needs {} GPUs for {:g} tokens/s, more than --max-gpus {}", c.quantity, *o.target_tokens_per_s,
-                                o.max_gpus);
+        c.why_not = fmt::format("needs {} GPUs for {:g} {}, more than --max-gpus {}", c.quantity, *o.target_rate,
+                                rate_label, o.max_gpus);
       } else {
         c.eligible = true;
         for (std::size_t i = 0; i < rental_days.size(); ++i)
@@ -128,7 +133,7 @@ plan_report make_plan(const std::vector<result_set>& sets, const catalogue& cat,
   std::stable_sort(p.candidates.begin(), p.candidates.end(), [](const plan_candidate& a, const plan_candidate& b) {
     if (a.eligible != b.eligible) return a.eligible;
     if (!a.eligible) return false;
-    if (*a.row.cost_per_million != *b.row.cost_per_million) return *a.row.cost_per_million < *b.row.cost_per_million;
+    if (*a.row.cost != *b.row.cost) return *a.row.cost < *b.row.cost;
     return a.rental_cost[0] < b.rental_cost[0];
   });
   if (p.candidates.empty() || !p.candidates.front().eligible) {
@@ -147,7 +152,7 @@ plan_report make_plan(const std::vector<result_set>& sets, const catalogue& cat,
   } else if (!best.row.measured) {
     p.days = 3;
     p.days_reason = "the card was not measured: 3 days confirm the projection before a longer rental";
-  } else if (o.target_tokens_per_s) {
+  } else if (o.target_rate) {
     p.days = 30;
     p.days_reason = "the card was measured and a throughput target is set: a 30-day inference campaign";
   } else {
@@ -155,36 +160,36 @@ plan_report make_plan(const std::vector<result_set>& sets, const catalogue& cat,
     p.days_reason = "the card was measured and no throughput target is set: 7 days to repeat, fix and compare";
   }
   for (std::size_t i = 0; i < rental_days.size(); ++i)
-    p.campaigns.push_back({rental_days[i], best.rental_cost[i], campaign_text(rental_days[i], best, g->scenario)});
+    p.campaigns.push_back({rental_days[i], best.rental_cost[i], campaign_text(rental_days[i], best, g->scenario, g->workload, g->basis)});
 
   // Reasons.
   const std::string cur = prices.currency;
   std::size_t eligible = 0;
   for (const auto& c : p.candidates) eligible += c.eligible;
   p.reasons.push_back(fmt::format(
-      "{} is the cheapest per million output tokens of {} card(s) that hold the workload and have a price: {} at {} "
-      "({:.4g} tokens/s per GPU, {}, {} {} per GPU-hour)",
-      best.row.card, eligible, analysis::money_text(*best.row.cost_per_million, cur, 4), best.row.configuration,
-      *best.row.tokens_per_s, best.row.measured ? "measured" : "projected", best.row.price->price_text, cur));
+      "{} is the cheapest per {} of {} card(s) that hold the workload and have a price: {} at {} "
+      "({:.4g} {} per GPU, {}, {} {} per GPU-hour)",
+      best.row.card, g->basis.per_label, eligible, analysis::money_text(*best.row.cost, cur, 4), best.row.configuration,
+      *best.row.rate, rate_label, best.row.measured ? "measured" : "projected", best.row.price->price_text, cur));
   if (const catalogue_card* card = cat.find(best.row.card); card && best.row.peak_bytes)
     p.reasons.push_back(fmt::format("memory: the configuration peaked at {} (measured), the card has {} GB ({} usable)",
                                     analysis::gib_text(*best.row.peak_bytes), card->memory_gb,
                                     analysis::gib_text(card->memory_gb * 1073741824.0 * usable_fraction)));
-  if (o.target_tokens_per_s)
+  if (o.target_rate)
     p.reasons.push_back(fmt::format(
-        "quantity {}: {:g} tokens/s / {:.4g} tokens/s per GPU, rounded up; it assumes each GPU serves its own copy of the "
+        "quantity {}: {:g} {} / {:.4g} {} per GPU, rounded up; it assumes each GPU serves its own copy of the "
         "model (no multi-GPU run was measured)",
-        best.quantity, *o.target_tokens_per_s, *best.row.tokens_per_s));
+        best.quantity, *o.target_rate, rate_label, *best.row.rate, rate_label));
   else
-    p.reasons.push_back("quantity 1: no --target-tokens-per-s given");
+    p.reasons.push_back("quantity 1: no --target-rate given");
   if (best.quantity > desk_default_max_quantity)
     p.reasons.push_back(fmt::format("{} GPUs is above the desk's default limit of {} per order: split the order",
                                     best.quantity, desk_default_max_quantity));
   if (p.runner_up >= 0) {
     const plan_candidate& ru = p.candidates[static_cast<std::size_t>(p.runner_up)];
-    const double margin = *ru.row.cost_per_million / *best.row.cost_per_million - 1;
-    p.reasons.push_back(fmt::format("runner-up: {} at {} per million tokens ({}, {} more; {} x {} for {} days: {} against {})",
-                                    ru.row.card, analysis::money_text(*ru.row.cost_per_million, cur, 4),
+    const double margin = *ru.row.cost / *best.row.cost - 1;
+    p.reasons.push_back(fmt::format("runner-up: {} at {} per {} ({}, {} more; {} x {} for {} days: {} against {})",
+                                    ru.row.card, analysis::money_text(*ru.row.cost, cur, 4), g->basis.per_label,
                                     ru.row.measured ? "measured" : "projected", analysis::percent_text(margin), ru.quantity,
                                     ru.row.card, p.days,
                                     analysis::money_text(ru.rental_cost[static_cast<std::size_t>(
@@ -232,7 +237,9 @@ void write_plan_json(std::ostream& out, const plan_report& p) {
   doc["group"] = p.group;
   doc["scenario"] = p.scenario;
   doc["other_groups"] = p.other_groups;
-  doc["target_tokens_per_s"] = p.target_tokens_per_s ? ojson(*p.target_tokens_per_s) : ojson(nullptr);
+  doc["target_rate"] = p.target_rate ? ojson(*p.target_rate) : ojson(nullptr);
+  doc["rate_metric"] = p.basis.metric;
+  doc["cost_per"] = p.basis.per_label;
   doc["currency"] = p.cost.prices.currency;
   doc["example_prices"] = p.cost.prices.any_example();
   const auto cand = [](const plan_candidate& c) {
@@ -265,7 +272,7 @@ void write_plan_markdown(std::ostream& out, const plan_report& p) {
   const std::string cur = p.cost.prices.currency;
   out << "# Rental plan\n\n";
   out << fmt::format("Workload: {} ({} scenario)", p.group, p.scenario);
-  if (p.target_tokens_per_s) out << fmt::format(", target {:g} output tokens/s", *p.target_tokens_per_s);
+  if (p.target_rate) out << fmt::format(", target {:g} {}", *p.target_rate, p.basis.rate_label);
   out << ".\n";
   if (!p.other_groups.empty()) {
     out << "Other groups in the results (plan one with --group k=v):\n";
@@ -295,16 +302,16 @@ void write_plan_markdown(std::ostream& out, const plan_report& p) {
   t.column("card", false);
   t.column("basis", false);
   t.column("configuration", false);
-  t.column("tokens/s per GPU", true);
-  t.column("cost / M tokens", true);
+  t.column(p.basis.rate_label + " per GPU", true);
+  t.column("cost / " + p.basis.short_label, true);
   t.column("GPUs", true);
   for (int days : rental_days) t.column(fmt::format("{} days", days), true);
   t.column("left out because", false);
   for (const auto& c : p.candidates) {
     std::vector<std::string> row = {c.row.card, c.row.measured ? "measured" : "projected",
                                     c.row.configuration.empty() ? "-" : c.row.configuration,
-                                    c.row.tokens_per_s ? fmt::format("{:.4g}", *c.row.tokens_per_s) : "-",
-                                    c.row.cost_per_million ? analysis::money_text(*c.row.cost_per_million, cur, 4) : "-",
+                                    c.row.rate ? fmt::format("{:.4g}", *c.row.rate) : "-",
+                                    c.row.cost ? analysis::money_text(*c.row.cost, cur, 4) : "-",
                                     c.eligible ? std::to_string(c.quantity) : "-"};
     for (std::size_t i = 0; i < rental_days.size(); ++i) row.push_back(c.eligible ? analysis::money_text(c.rental_cost[i], cur) : "-");
     row.push_back(c.eligible ? "" : c.why_not);

@@ -1,5 +1,6 @@
 // Projection of measured stage times to other cards by a roofline model (docs/analysis.md).
 #include "itera/analysis/projection.hpp"
+#include "itera/analysis/rates.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -211,7 +212,11 @@ projection_report project_results(const result_set& set, const catalogue& cat, c
     cp.case_key = r.axes_key();
     cp.time_kind = "device";
     cp.measured_time_ns = r.device_stats->median;
-    if (const metric* m = r.find_metric("throughput/output_tokens_per_s")) cp.measured_output_tokens_per_s = m->value;
+    if (const rate_basis* b = rate_basis_of(r)) {
+      cp.rate_metric = b->metric;
+      cp.rate_label = b->rate_label;
+      cp.measured_rate = r.find_metric(b->metric)->value;
+    }
     if (const metric* m = r.find_metric("memory/measured_peak")) cp.measured_peak_bytes = m->value;
     const double n = static_cast<double>(reps);
     double staged_ns = 0;
@@ -308,8 +313,7 @@ projection_report project_results(const result_set& set, const catalogue& cat, c
       const peaks to = catalogue_peaks(*t);
       for (const auto& w : cp.stages) card.stages.push_back(project_stage(w, src_meas, to));
       card.case_time_ns = case_time(cp, card.stages);
-      if (cp.measured_output_tokens_per_s && card.case_time_ns > 0)
-        card.output_tokens_per_s = *cp.measured_output_tokens_per_s * cp.measured_time_ns / card.case_time_ns;
+      if (cp.measured_rate && card.case_time_ns > 0) card.rate = *cp.measured_rate * cp.measured_time_ns / card.case_time_ns;
       if (cp.measured_peak_bytes) card.fits = *cp.measured_peak_bytes <= t->memory_gb * 1073741824.0 * (1.0 - 0.08);
       cp.cards.push_back(std::move(card));
     }
@@ -389,8 +393,7 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
   for (const auto& c : r.cases) {
     out << fmt::format("## {} {}\n\n", c.workload, short_key(c.case_key));
     out << fmt::format("- measured: {} per repetition ({} time, median){}\n", time_text(c.measured_time_ns), c.time_kind,
-                       c.measured_output_tokens_per_s ? fmt::format(", {:.4g} output tokens/s", *c.measured_output_tokens_per_s)
-                                                      : "");
+                       c.measured_rate ? fmt::format(", {:.4g} {}", *c.measured_rate, c.rate_label) : "");
     if (std::abs(c.unattributed_ns) > 1e-3 * c.measured_time_ns)
       out << fmt::format("- time outside the stages: {} (carried over unchanged)\n", time_text(c.unattributed_ns));
     analysis::text_table st;
@@ -431,13 +434,13 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
     for (const auto& w : c.stages)
       if (w.bound != stage_bound::host) pt.column(w.path, true);
     pt.column("case time", true);
-    pt.column("output tokens/s", true);
+    pt.column(c.rate_label.empty() ? "throughput" : c.rate_label, true);
     pt.column("notes", false);
     std::vector<std::string> row = {r.source_card, "measured"};
     for (const auto& w : c.stages)
       if (w.bound != stage_bound::host) row.push_back(time_text(w.time_ns));
     row.push_back(time_text(c.measured_time_ns));
-    row.push_back(c.measured_output_tokens_per_s ? fmt::format("{:.4g}", *c.measured_output_tokens_per_s) : "-");
+    row.push_back(c.measured_rate ? fmt::format("{:.4g}", *c.measured_rate) : "-");
     row.push_back("-");
     pt.rows.push_back(row);
     for (const auto& card : c.cards) {
@@ -451,7 +454,7 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
       if (!card.fits)
         notes = fmt::format("does not fit: needs {}{}", analysis::gib_text(*c.measured_peak_bytes), notes.empty() ? "" : "; " + notes);
       row.push_back(time_text(card.case_time_ns));
-      row.push_back(card.output_tokens_per_s ? fmt::format("{:.4g}", *card.output_tokens_per_s) : "-");
+      row.push_back(card.rate ? fmt::format("{:.4g}", *card.rate) : "-");
       row.push_back(notes.empty() ? "-" : notes);
       pt.rows.push_back(std::move(row));
     }
@@ -480,7 +483,8 @@ void write_projection_json(std::ostream& out, const projection_report& r) {
     j["measured_time_ns"] = c.measured_time_ns;
     j["time_kind"] = c.time_kind;
     j["unattributed_ns"] = c.unattributed_ns;
-    j["measured_output_tokens_per_s"] = c.measured_output_tokens_per_s ? ojson(*c.measured_output_tokens_per_s) : ojson(nullptr);
+    j["rate_metric"] = c.rate_metric.empty() ? ojson(nullptr) : ojson(c.rate_metric);
+    j["measured_rate"] = c.measured_rate ? ojson(*c.measured_rate) : ojson(nullptr);
     ojson stages = ojson::array();
     for (std::size_t i = 0; i < c.stages.size(); ++i) {
       const auto& w = c.stages[i];
@@ -504,7 +508,7 @@ void write_projection_json(std::ostream& out, const projection_report& r) {
       cj["stages"] = st;
       cj["case_time_ns"] = card.case_time_ns;
       cj["fits"] = card.fits;
-      cj["output_tokens_per_s"] = card.output_tokens_per_s ? ojson(*card.output_tokens_per_s) : ojson(nullptr);
+      cj["rate"] = card.rate ? ojson(*card.rate) : ojson(nullptr);
       cards.push_back(cj);
     }
     j["cards"] = cards;

@@ -957,19 +957,19 @@ std::string cost_chart_id(const cost_report& r, std::size_t gi) {
 std::string cost_chart_title(const cost_report& r, std::size_t gi) {
   const auto& g = r.groups[gi];
   const std::string d = distinguishing(r, gi);
-  return g.workload + " " + g.scenario + (d.empty() ? "" : " " + d) + ": cost per million output tokens";
+  return g.workload + " " + g.scenario + (d.empty() ? "" : " " + d) + ": cost per " + g.basis.per_label;
 }
 
 const char* const cost_formula =
-    "cost per million output tokens = price per GPU-hour / (output tokens/s x 3600) x 10^6, one GPU, at the "
-    "card's best configuration that meets the latency targets";
+    "cost = price per GPU-hour / (throughput x 3600) x the amount quoted (a million output tokens, a thousand images "
+    "or one training step), one GPU, at the card's best configuration that meets the latency targets";
 
 section cost_section(const html_cost& hc) {
-  section s{"cost", "Cost per million tokens", "", {}};
+  section s{"cost", "Cost per card", "", {}};
   if (hc.prices_file.empty()) {
-    s.explain = std::string("Each card's cost of a million output tokens, measured on the card the results come from and "
+    s.explain = std::string("Each card's cost of a million output tokens (a thousand images, a training step), measured on the card the results come from and "
                             "projected onto the other cards (itera cost, docs/analysis.md): ") + cost_formula + ".";
-    s.charts.push_back(empty_chart("cost", s.id, "Cost per million output tokens",
+    s.charts.push_back(empty_chart("cost", s.id, "Cost per card",
                                    "no price file was given. Add --prices PRICES.json (prices per GPU-hour with date "
                                    "and source; data/prices.example.json holds example prices, docs/analysis.md "
                                    "\"Cost and plan\") to draw each card's cost, measured or projected."));
@@ -977,7 +977,7 @@ section cost_section(const html_cost& hc) {
   }
   if (!hc.report) {
     s.explain = "Prices: " + hc.prices_file + ".";
-    s.charts.push_back(empty_chart("cost", s.id, "Cost per million output tokens",
+    s.charts.push_back(empty_chart("cost", s.id, "Cost per card",
                                    "the cost analysis (as itera cost) refuses these results: " + hc.unavailable));
     return s;
   }
@@ -998,20 +998,20 @@ section cost_section(const html_cost& hc) {
     bool any_measured = false, any_projected = false;
     std::vector<std::string> no_figure;
     for (const auto& row : g.rows) {
-      if (!row.cost_per_million) {
+      if (!row.cost) {
         no_figure.push_back(row.card + " (" + (row.note.empty() ? "no figure" : row.note) + ")");
         continue;
       }
       categories.push_back(row.card);
-      measured.push_back(row.measured ? ojson(*row.cost_per_million) : ojson(nullptr));
-      projected.push_back(row.measured ? ojson(nullptr) : ojson(*row.cost_per_million));
+      measured.push_back(row.measured ? ojson(*row.cost) : ojson(nullptr));
+      projected.push_back(row.measured ? ojson(nullptr) : ojson(*row.cost));
       any_measured = any_measured || row.measured;
       any_projected = any_projected || !row.measured;
     }
     chart c;
     const bool horizontal = categories.size() > 10;
     c.spec = new_spec(cost_chart_id(r, gi), s.id, cost_chart_title(r, gi), horizontal ? "hbar" : "bar");
-    const ojson value_axis = axis_spec("cost per million output tokens (" + r.prices.currency + ")", "linear");
+    const ojson value_axis = axis_spec("cost per " + g.basis.per_label + " (" + r.prices.currency + ")", "linear");
     const ojson card_axis = axis_spec("card", "category");
     c.spec["x"] = horizontal ? value_axis : card_axis;
     c.spec["y"] = horizontal ? card_axis : value_axis;
@@ -1033,24 +1033,24 @@ section cost_section(const html_cost& hc) {
     c.spec["note"] = note;
     c.height_px = horizontal ? bar_height(categories.size(), true) : 380;
 
-    for (const char* h : {"card", "basis", "configuration", "output tokens/s", "price / GPU-hour", "price date",
-                          "cost / M tokens", "note"})
-      c.table.column(h, std::string_view(h) == "output tokens/s" || std::string_view(h) == "price / GPU-hour" ||
-                            std::string_view(h) == "cost / M tokens");
+    const std::string rate_h = g.basis.rate_label, cost_h = "cost / " + g.basis.short_label;
+    for (const std::string& h : {std::string("card"), std::string("basis"), std::string("configuration"), rate_h,
+                                 std::string("price / GPU-hour"), std::string("price date"), cost_h, std::string("note")})
+      c.table.column(h, h == rate_h || h == "price / GPU-hour" || h == cost_h);
     for (const auto& row : g.rows)
       c.table.rows.push_back({row.card, row.measured ? "measured" : "projected",
                               row.configuration.empty() ? "-" : row.configuration,
-                              row.tokens_per_s ? fmt::format("{:.4g}", *row.tokens_per_s) : "-",
+                              row.rate ? fmt::format("{:.4g}", *row.rate) : "-",
                               row.price ? row.price->price_text + " " + row.price->currency : "no price",
                               row.price ? row.price->date : "-",
-                              row.cost_per_million && row.price
-                                  ? analysis::money_text(*row.cost_per_million, row.price->currency, 4)
+                              row.cost && row.price
+                                  ? analysis::money_text(*row.cost, row.price->currency, 4)
                                   : "-",
                               row.note});
     s.charts.push_back(std::move(c));
   }
   if (s.charts.empty())
-    s.charts.push_back(empty_chart("cost", s.id, "Cost per million output tokens", "the cost analysis found no group."));
+    s.charts.push_back(empty_chart("cost", s.id, "Cost per card", "the cost analysis found no group."));
   return s;
 }
 
@@ -1064,6 +1064,7 @@ ojson cost_json(const html_cost& hc) {
     ojson rows = ojson::array();
     for (const auto& row : g.rows) rows.push_back(to_json(row));
     groups.push_back({{"workload", g.workload}, {"group", g.key}, {"scenario", g.scenario},
+                      {"rate_metric", g.basis.metric}, {"cost_per", g.basis.per_label},
                       {"chart", cost_chart_id(r, gi)}, {"measured_cards", g.measured_cards}, {"rows", rows},
                       {"notes", g.notes}});
   }

@@ -38,7 +38,7 @@ for g in j["groups"]:
     assert set(rows) == {"h200-sxm-141gb", "l4-24gb"}
     m, p = rows["h200-sxm-141gb"], rows["l4-24gb"]
     assert m["basis"] == "measured" and m["configuration"] == "batch=64"
-    assert abs(m["cost_per_million_tokens"] - 3.79 / (m["output_tokens_per_s"] * 3600) * 1e6) < 1e-9
+    assert abs(m["cost"] - 3.79 / (m["rate"] * 3600) * 1e6) < 1e-9
     assert p["basis"] == "projected" and p["configuration"] == "batch=8", p
     assert p["validation_error"] < 0
 PY
@@ -50,16 +50,16 @@ contains "$tmp/out" "runner-up:" "plan md"
 contains "$tmp/out" "POST /api/v1/orders" "plan md"
 contains "$tmp/out" '"email": "REPLACE-WITH-YOUR-EMAIL"' "plan md"
 contains "$tmp/out" "profile compute against transfers and memory per stage" "plan md"
-expect 0 "plan json" -- "$itera" plan "$d4/offline.jsonl" --prices "$prices" --days 30 --target-tokens-per-s 20000 --max-gpus 8 --format json
+expect 0 "plan json" -- "$itera" plan "$d4/offline.jsonl" --prices "$prices" --days 30 --target-rate 20000 --max-gpus 8 --format json
 python3 - "$tmp/out" <<'PY' || fail "plan json content"
 import json, math, sys
 j = json.load(open(sys.argv[1]))
 assert j["schema"] == "itera.plan/1"
 r = j["recommendation"]
 assert r["days"] == 30 and r["eligible"]
-assert r["quantity"] == math.ceil(20000 / r["output_tokens_per_s"]) <= 8
+assert r["quantity"] == math.ceil(20000 / r["rate"]) <= 8
 eligible = [c for c in j["candidates"] if c["eligible"]]
-assert min(c["cost_per_million_tokens"] for c in eligible) == r["cost_per_million_tokens"]
+assert min(c["cost"] for c in eligible) == r["cost"]
 assert abs(r["rental_cost"]["30"] - r["quantity"] * r["price"]["price_per_gpu_hour"] * 24 * 30) < 1e-6
 body = j["order"]["body"]
 assert list(body) == ["gpu", "days", "quantity", "environment", "email", "network"], list(body)
@@ -103,7 +103,7 @@ contains "$tmp/err" "do not share a recipe" "cost across recipes"
 expect 5 "plan across recipes" -- "$itera" plan "$d4/offline.jsonl" "$tmp/other.jsonl" --prices "$prices"
 contains "$tmp/err" "do not share a recipe" "plan across recipes"
 expect 5 "cost without llm" -- "$itera" cost "$data/2026-11-29-h200-run.jsonl" --prices "$prices"
-contains "$tmp/err" "no llm case" "cost without llm"
+contains "$tmp/err" "no finished case carries a throughput" "cost without llm"
 expect 2 "plan bad days" -- "$itera" plan "$d4/offline.jsonl" --prices "$prices" --days 5
 contains "$tmp/err" "3, 7 or 30" "plan bad days"
 expect 5 "plan too few gpus" -- "$itera" plan "$d4/offline.jsonl" --prices "$prices" --target-tokens-per-s 1000000 --max-gpus 2

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <tuple>
 
 #include "itera/analysis/cost.hpp"
 #include "itera/core/errors.hpp"
@@ -140,15 +141,15 @@ TEST(Cost, OfflineMeasuredAndProjected) {
     if (c.axes_key().find("loop=compute batch=64 ") != std::string::npos)
       tps = c.find_metric("throughput/output_tokens_per_s")->value;
   ASSERT_GT(tps, 0);
-  EXPECT_DOUBLE_EQ(*m.tokens_per_s, tps);
-  EXPECT_NEAR(*m.cost_per_million, 3.79 / (tps * 3600) * 1e6, 1e-12);
+  EXPECT_DOUBLE_EQ(*m.rate, tps);
+  EXPECT_NEAR(*m.cost, 3.79 / (tps * 3600) * 1e6, 1e-12);
 
   const cost_row& p = g.rows[1];
   EXPECT_EQ(p.card, "l40s-48gb");
   EXPECT_FALSE(p.measured);
-  ASSERT_TRUE(p.tokens_per_s && p.cost_per_million && p.validation_error);
-  EXPECT_LT(*p.tokens_per_s, tps);  // 864 GB/s against 4.8 TB/s
-  EXPECT_NEAR(*p.cost_per_million, 1.5 / (*p.tokens_per_s * 3600) * 1e6, 1e-12);
+  ASSERT_TRUE(p.rate && p.cost && p.validation_error);
+  EXPECT_LT(*p.rate, tps);  // 864 GB/s against 4.8 TB/s
+  EXPECT_NEAR(*p.cost, 1.5 / (*p.rate * 3600) * 1e6, 1e-12);
   EXPECT_NE(p.note.find("projected"), std::string::npos);
   EXPECT_LT(*p.validation_error, 0);
 
@@ -170,7 +171,7 @@ TEST(Cost, ProjectionLeavesOutBatchesThatDoNotFit) {
   EXPECT_EQ(g.rows[0].configuration, "batch=8");
   EXPECT_NE(g.rows[0].note.find("batch 64 does not fit"), std::string::npos) << g.rows[0].note;
   EXPECT_FALSE(g.rows[0].price.has_value());
-  EXPECT_FALSE(g.rows[0].cost_per_million.has_value());
+  EXPECT_FALSE(g.rows[0].cost.has_value());
 }
 
 TEST(Cost, ServerUsesTheOperatingPoint) {
@@ -181,7 +182,7 @@ TEST(Cost, ServerUsesTheOperatingPoint) {
   EXPECT_EQ(g.scenario, "server");
   ASSERT_EQ(g.rows.size(), 1u);  // not projected: the server cases have no device stages
   EXPECT_EQ(g.rows[0].configuration, "rate=16/s batch=64");
-  EXPECT_NEAR(*g.rows[0].tokens_per_s, 1724.05, 0.01);
+  EXPECT_NEAR(*g.rows[0].rate, 1724.05, 0.01);
   EXPECT_NE(g.rows[0].note.find("the highest rate tried"), std::string::npos);
   ASSERT_EQ(g.notes.size(), 1u);
   EXPECT_NE(g.notes[0].find("not projected"), std::string::npos);
@@ -212,3 +213,51 @@ TEST(Cost, Refusals) {
 }
 
 }  // namespace
+
+// The same measured cases relabelled as another workload's throughput: the cost follows the
+// basis (rates.hpp) while the projection and the rules stay the same.
+result_set relabelled(const std::string& workload, const std::string& metric_name) {
+  auto set = read_results(data_dir + "offline.jsonl");
+  for (auto& c : set.cases) {
+    c.workload = workload;
+    for (auto& m : c.metrics)
+      if (m.name == "throughput/output_tokens_per_s") m.name = metric_name;
+  }
+  return set;
+}
+
+TEST(Cost, PerThousandImagesAndPerTrainingStep) {
+  for (const auto& [metric_name, per, per_label, header] :
+       {std::tuple{"throughput/images_per_s", 1e3, "thousand images", "cost / 1k images"},
+        std::tuple{"throughput/steps_per_s", 1.0, "training step", "cost / step"}}) {
+    const auto set = relabelled("pipeline", metric_name);
+    const auto rep = analyse_cost({set}, catalogue::builtin(), h200_and_l40s(3.79, 1.5), {});
+    const auto& g = group_with(rep, "loop=compute");
+    EXPECT_EQ(g.workload, "pipeline");
+    EXPECT_EQ(g.basis.metric, metric_name);
+    EXPECT_EQ(g.basis.per_label, per_label);
+    ASSERT_EQ(g.rows.size(), 2u);
+    const cost_row& m = g.rows[0];
+    ASSERT_TRUE(m.rate && m.cost);
+    EXPECT_NEAR(*m.cost, 3.79 / (*m.rate * 3600) * per, 1e-12);
+    const cost_row& p = g.rows[1];
+    ASSERT_TRUE(p.rate && p.cost) << p.note;  // projected like the tokens were
+    EXPECT_LT(*p.rate, *m.rate);
+    std::ostringstream md;
+    write_cost_markdown(md, rep);
+    EXPECT_NE(md.str().find(header), std::string::npos) << md.str();
+    EXPECT_NE(md.str().find(std::string("# Cost per ") + per_label), std::string::npos) << md.str();
+  }
+}
+
+TEST(Cost, NoThroughputNamesTheMetricsItLooksFor) {
+  const auto set = relabelled("pipeline", "throughput/widgets_per_s");
+  try {
+    analyse_cost({set}, catalogue::builtin(), h200_and_l40s(3.79, 1.5), {});
+    FAIL() << "expected input_error";
+  } catch (const input_error& e) {
+    const std::string what = e.what();
+    for (const char* m : {"throughput/output_tokens_per_s", "throughput/images_per_s", "throughput/steps_per_s"})
+      EXPECT_NE(what.find(m), std::string::npos) << what;
+  }
+}

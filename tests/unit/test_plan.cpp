@@ -39,12 +39,12 @@ TEST(Plan, ChoosesTheCheapestEligibleCard) {
       continue;
     }
     ++eligible;
-    EXPECT_LE(*best.row.cost_per_million, *c.row.cost_per_million) << c.row.card;
+    EXPECT_LE(*best.row.cost, *c.row.cost) << c.row.card;
     EXPECT_NE(prices.find(c.row.card), nullptr);
   }
   EXPECT_EQ(eligible, prices.entries.size());  // every priced card holds some batch of the 8B model
   ASSERT_GE(p.runner_up, 0);
-  EXPECT_LE(*best.row.cost_per_million, *p.candidates[static_cast<std::size_t>(p.runner_up)].row.cost_per_million);
+  EXPECT_LE(*best.row.cost, *p.candidates[static_cast<std::size_t>(p.runner_up)].row.cost);
   EXPECT_EQ(best.quantity, 1);
   for (std::size_t i = 0; i < rental_days.size(); ++i)
     EXPECT_NEAR(best.rental_cost[i], best.row.price->per_gpu_hour * 24 * rental_days[i], 1e-9);
@@ -86,7 +86,7 @@ TEST(Plan, MeasuredCardWithTargetGoesForThirtyDays) {
   const auto sets = std::vector<result_set>{read_results(data_dir + "offline.jsonl")};
   plan_options o;
   o.group = {"loop=compute"};
-  o.target_tokens_per_s = 12000;
+  o.target_rate = 12000;
   const auto p = make_plan(sets, catalogue::builtin(), only("h200-sxm-141gb", 3.79), o);
   const auto& best = p.candidates[0];
   EXPECT_EQ(best.row.card, "h200-sxm-141gb");
@@ -98,20 +98,20 @@ TEST(Plan, MeasuredCardWithTargetGoesForThirtyDays) {
   EXPECT_EQ(p.runner_up, -1);
   EXPECT_EQ(p.order["quantity"], 3);
 
-  o.target_tokens_per_s.reset();
+  o.target_rate.reset();
   EXPECT_EQ(make_plan(sets, catalogue::builtin(), only("h200-sxm-141gb", 3.79), o).days, 7);
 }
 
 TEST(Plan, MaxGpusLeavesCardsOut) {
   const auto sets = std::vector<result_set>{read_results(data_dir + "offline.jsonl")};
   plan_options o;
-  o.target_tokens_per_s = 12000;
+  o.target_rate = 12000;
   o.max_gpus = 2;
   try {
     make_plan(sets, catalogue::builtin(), only("h200-sxm-141gb", 3.79), o);
     FAIL() << "expected input_error";
   } catch (const input_error& e) {
-    EXPECT_NE(std::string(e.what()).find("needs 3 GPUs for 12000 tokens/s, more than --max-gpus 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs 3 GPUs for 12000 output tokens/s, more than --max-gpus 2"), std::string::npos) << e.what();
   }
 }
 
@@ -125,7 +125,7 @@ TEST(Plan, BadOptions) {
   o.max_gpus = 0;
   EXPECT_THROW(make_plan(sets, catalogue::builtin(), prices, o), usage_error);
   o = {};
-  o.target_tokens_per_s = -1;
+  o.target_rate = -1;
   EXPECT_THROW(make_plan(sets, catalogue::builtin(), prices, o), usage_error);
   o = {};
   o.group = {"scenario=server"};

@@ -258,19 +258,19 @@ TEST(ReportHtml, CostChartIsAnalyseCostsReport) {
     EXPECT_FALSE((*measured).contains("pattern"));
     std::size_t bar = 0;
     for (const auto& row : g.rows) {
-      if (!row.cost_per_million) continue;
+      if (!row.cost) continue;
       ASSERT_LT(bar, ch["categories"].size());
       EXPECT_EQ(ch["categories"][bar], row.card);
       const ojson& on = row.measured ? (*measured)["values"][bar] : (*projected)["values"][bar];
       const ojson& off = row.measured ? (*projected)["values"][bar] : (*measured)["values"][bar];
-      EXPECT_DOUBLE_EQ(on.get<double>(), *row.cost_per_million) << row.card;
+      EXPECT_DOUBLE_EQ(on.get<double>(), *row.cost) << row.card;
       EXPECT_TRUE(off.is_null()) << row.card;
       ++bar;
     }
     EXPECT_EQ(bar, ch["categories"].size());
     EXPECT_NE(html.find("<canvas id=\"chart-" + gj["chart"].get<std::string>() + "\""), std::string::npos);
   }
-  EXPECT_NE(html.find("<h2>Cost per million tokens</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Cost per card</h2>"), std::string::npos);
   EXPECT_NE(html.find("<p class=\"warning\">Example prices, not quotes"), std::string::npos);
   EXPECT_NE(html.find("<td>h200-sxm-141gb</td><td>measured</td>"), std::string::npos);
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Cost per million output tokens (DESIGN.md R8; docs/analysis.md "Cost and plan"). Prices per
+// Cost per million output tokens, per thousand images or per training step (DESIGN.md R8;
+// docs/analysis.md "Cost and plan"; rates.hpp says which throughput metric gives which). Prices per
 // GPU-hour come from a user file; throughput comes from the measurements on the measured card and
 // from the roofline projection (projection.hpp) on the others, always labelled "projected".
 #include <iosfwd>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "itera/analysis/rates.hpp"
 #include "itera/core/result.hpp"
 #include "itera/env/catalogue.hpp"
 
@@ -61,11 +63,11 @@ struct cost_row {
   std::string configuration;         // "batch=64" or "rate=16/s batch=64"
   std::string case_key;              // axes of the case it comes from
   std::string source;                // results file
-  std::optional<double> tokens_per_s;  // output tokens per second per GPU
+  std::optional<double> rate;        // the group's throughput (basis.metric) per GPU
   std::optional<double> peak_bytes;    // memory/measured_peak of that case
   std::optional<double> validation_error;  // projected rows: the case's projection error on the measured card
   std::optional<price_entry> price;
-  std::optional<double> cost_per_million;  // price / (tokens/s x 3600) x 1e6
+  std::optional<double> cost;        // per basis.per items: price / (rate x 3600) x basis.per
   std::string note;  // caveat, or why there is no figure
 };
 
@@ -73,6 +75,7 @@ struct cost_group {
   std::string workload;
   std::string key;       // every axis but batch and rate
   std::string scenario;  // "offline" | "server"
+  rate_basis basis;      // what the costs are per
   std::vector<std::string> measured_cards;
   std::vector<cost_row> rows;  // measured first, then projected; cheapest first within each
   std::vector<std::string> notes;
@@ -89,7 +92,7 @@ struct cost_options {
 };
 
 // Throws usage_error for an unknown --card id, input_error when a file's device has no catalogue
-// match or no llm case carries throughput/output_tokens_per_s.
+// match or no case carries a throughput of rates.hpp.
 cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& cat, const price_table& prices,
                          const cost_options& o);
 

@@ -1,6 +1,6 @@
 #pragma once
 // Rental plan (DESIGN.md R15, R16; docs/analysis.md "Cost and plan"): the cheapest card per million
-// output tokens whose memory holds the workload, the quantity that reaches a target throughput, the
+// output tokens (thousand images, training step: rates.hpp) whose memory holds the workload, the quantity that reaches a target throughput, the
 // cost of renting it for 3, 7 and 30 days with the campaign each duration allows, and an order for
 // the rental desk (POST /api/v1/orders, docs/desk.md).
 #include <array>
@@ -18,7 +18,7 @@ inline constexpr std::array<int, 3> rental_days = {3, 7, 30};  // the desk's dur
 struct plan_options {
   std::optional<int> days;                  // 3, 7 or 30; default: chosen by the rule in docs/analysis.md
   int max_gpus = 8;                         // the desk's default limit per order
-  std::optional<double> target_tokens_per_s;  // output tokens/s over all GPUs; default: quantity 1
+  std::optional<double> target_rate;        // the group's throughput over all GPUs (tokens/s, images/s, steps/s); default: quantity 1
   std::vector<std::string> group;           // "k=v" the plan's workload group must contain
   std::string network = "USDT-TRON";        // payment network id of the desk (its example config's first)
 };
@@ -48,7 +48,9 @@ struct plan_report {
   std::string days_reason;
   std::vector<campaign> campaigns;  // one per rental_days
   std::vector<std::string> reasons;
-  std::optional<double> target_tokens_per_s;
+  std::optional<double> target_rate;
+  rate_basis basis;               // the group's throughput and what its cost is per
+  std::string workload;
   ojson order;                    // body of POST /api/v1/orders
   std::string email_placeholder;  // the order's email value, to be replaced
 };

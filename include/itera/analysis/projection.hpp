@@ -44,7 +44,7 @@ struct card_projection {
   bool is_source = false;
   std::vector<stage_projection> stages;  // parallel to case_projection::stages
   double case_time_ns = 0;
-  std::optional<double> output_tokens_per_s;
+  std::optional<double> rate;  // the case's throughput (rate_metric) scaled by measured / projected case time
   bool fits = true;  // memory/measured_peak within the card's usable memory (nominal GiB less 8%)
 };
 
@@ -53,7 +53,9 @@ struct case_projection {
   double measured_time_ns = 0;   // median per repetition
   std::string time_kind;         // "device" | "host"
   double unattributed_ns = 0;    // case time not covered by stages: carried over unchanged
-  std::optional<double> measured_output_tokens_per_s;
+  std::string rate_metric;             // rates.hpp: the case's throughput metric, empty without one
+  std::string rate_label;              // "output tokens/s"
+  std::optional<double> measured_rate;
   std::optional<double> measured_peak_bytes;  // memory/measured_peak
   std::vector<stage_work> stages;
   std::vector<card_projection> cards;
