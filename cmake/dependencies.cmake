@@ -22,3 +22,8 @@ pkg_check_modules(DESK_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(DESK_SQLITE REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(DESK_PQ REQUIRED IMPORTED_TARGET libpq)
 pkg_check_modules(DESK_SODIUM REQUIRED IMPORTED_TARGET libsodium)
+
+# multimodal (issue 4): image codecs for the test set and the CPU decode stage (libjpeg-turbo's
+# TurboJPEG API, libpng), Debian packages.
+pkg_check_modules(ITERA_TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+pkg_check_modules(ITERA_PNG REQUIRED IMPORTED_TARGET libpng)

@@ -11,6 +11,7 @@ itera_packages=(g++ cmake ninja-build pkg-config git python3
 # desk (issue 7): the rental desk's libraries, PostgreSQL for its tests (they start their own server),
 # Debian's chromium for its browser test (npm comes with the machine's Node.js), wrk for its benchmark.
 itera_packages+=(libcpp-httplib-dev libsqlite3-dev libpq-dev libsodium-dev postgresql curl nodejs chromium wrk)
+itera_packages+=(libturbojpeg0-dev libpng-dev python3-pil python3-numpy)  # multimodal (issue 4): JPEG/PNG codecs; PIL checks the preprocess reference
 # npm: Debian's package where the machine's Node.js came without one (NodeSource's bundles its own,
 # and Debian's would conflict with it).
 command -v npm >/dev/null 2>&1 || itera_packages+=(npm)

@@ -18,10 +18,11 @@ command_fn add_bench(CLI::App& app, const std::string& command_line);
 command_fn add_run(CLI::App& app, const std::string& command_line);
 command_fn add_report(CLI::App& app);
 command_fn add_compare(CLI::App& app);
-command_fn add_fit(CLI::App& app);
+command_fn add_fit(CLI::App& app, const std::string& command_line);
 command_fn add_project(CLI::App& app);
 command_fn add_cost(CLI::App& app);
 command_fn add_plan(CLI::App& app);
+command_fn add_data(CLI::App& app);
 
 // Timing flags shared by bench and run (stopping rule, warm-up, verification, --quiet).
 void add_run_options(CLI::App& cmd, run_options& options);

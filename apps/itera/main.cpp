@@ -25,10 +25,11 @@ int main(int argc, char** argv) {
   add(itera::cli::add_run(app, command_line));
   add(itera::cli::add_report(app));
   add(itera::cli::add_compare(app));
-  add(itera::cli::add_fit(app));
+  add(itera::cli::add_fit(app, command_line));
   add(itera::cli::add_project(app));
   add(itera::cli::add_cost(app));
   add(itera::cli::add_plan(app));
+  add(itera::cli::add_data(app));
 
   try {
     app.parse(argc, argv);

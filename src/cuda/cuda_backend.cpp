@@ -60,13 +60,21 @@ cuda_backend::cuda_backend(int device_index) : m_device(device_index) {
     ITERA_CUDA_CHECK(cudaGetDeviceProperties(&m_properties, m_device));
     // Non-blocking: work on the legacy default stream (by libraries or other code in the process)
     // does not serialise with the measured work.
-    ITERA_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    if (const auto limit = sm_limit_from_env()) {
+      // A deliberately limited card (src/cuda/sm_limit.hpp): all of the backend's work runs on a
+      // green context of `limit` SMs; describe() records it.
+      m_limited = make_sm_limited_stream(m_device, *limit);
+      m_stream = m_limited.stream;
+    } else {
+      ITERA_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+    }
     ITERA_CUBLAS_CHECK(cublasLtCreate(&m_lt));
     m_workspace = device_buffer(lt_workspace_bytes, &m_memory);
   } catch (...) {
     m_workspace = device_buffer();
     if (m_lt) (void)cublasLtDestroy(m_lt);
-    if (m_stream) (void)cudaStreamDestroy(m_stream);
+    if (m_limited.stream) destroy(m_limited);
+    else if (m_stream) (void)cudaStreamDestroy(m_stream);
     if (m_use_cupti) cupti_release();
     throw;
   }
@@ -123,7 +131,8 @@ cuda_backend::~cuda_backend() {
   if (m_use_cupti) cupti_release();
   m_workspace = device_buffer();
   (void)cublasLtDestroy(m_lt);
-  (void)cudaStreamDestroy(m_stream);
+  if (m_limited.stream) destroy(m_limited);
+  else (void)cudaStreamDestroy(m_stream);
 }
 
 void cuda_backend::make_current() const { ITERA_CUDA_CHECK(cudaSetDevice(m_device)); }
@@ -173,6 +182,11 @@ nlohmann::ordered_json cuda_backend::describe() const {
   d["compute_capability"] = fmt::format("{}.{}", p.major, p.minor);
   d["compute_capability_x10"] = compute_capability_x10();
   d["multiprocessor_count"] = p.multiProcessorCount;
+  if (m_limited.stream) {
+    // A deliberately limited run: the work ran on this many SMs only (ITERA_CUDA_SM_LIMIT).
+    d["sm_limit"] = m_limited.granted;
+    d["sm_limit_requested"] = m_limited.requested;
+  }
   d["l2_cache_bytes"] = p.l2CacheSize;
   d["shared_memory_per_block_optin_bytes"] = p.sharedMemPerBlockOptin;
   d["memory_total_bytes"] = p.totalGlobalMem;

@@ -12,6 +12,7 @@
 #include "itera/core/recorder.hpp"
 #include "itera/cuda/cuda_backend.hpp"
 #include "src/cuda/memory.hpp"
+#include "src/cuda/sm_limit.hpp"
 #include "src/cuda/timers.hpp"
 
 namespace itera::cuda {
@@ -56,6 +57,7 @@ class cuda_backend final : public backend {
   cudaDeviceProp m_properties{};
   memory_tracker m_memory;
   cudaStream_t m_stream = nullptr;
+  sm_limited_stream m_limited;  // ITERA_CUDA_SM_LIMIT: m_stream is m_limited.stream
   cublasLtHandle_t m_lt = nullptr;
   device_buffer m_workspace;
   // The stage recorder's clock: cupti_stage_clock when CUPTI is in use and its probe span got its

@@ -70,5 +70,27 @@ contains "$tmp/err" "no case can be projected" "project without stages"
 expect 2 "project unknown card" -- "$itera" project "$d4/offline.jsonl" --card nope
 expect 2 "project unknown source card" -- "$itera" project "$d4/offline.jsonl" --source-card nope
 
+# project --validate-against: the H200 limited to 72 SMs (ITERA_CUDA_SM_LIMIT=66), projected onto the
+# full H200 and compared with its measurement (docs/perf/2026-11-29-projection-check.md)
+pc=$data/2026-11-29-projection-check
+expect 0 "validate md" -- "$itera" project "$pc/limited-66.jsonl" --validate-against "$pc/full.jsonl"
+contains "$tmp/out" "72 of 132 SMs: ITERA_CUDA_SM_LIMIT" "validate md"
+contains "$tmp/out" "cases in both: 3; mean |error|" "validate md"
+contains "$tmp/out" "| gemm.bf16 " "validate md"
+expect 0 "validate json" -- "$itera" project "$pc/limited-33.jsonl" --validate-against "$pc/full.jsonl" --format json
+python3 - "$tmp/out" <<'PY' || fail "validate json content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["schema"] == "itera.projection_check/1" and j["target"]["card"] == "h200-sxm-141gb"
+assert len(j["cases"]) == 3 and j["unmatched"] == []
+for c in j["cases"]:
+    assert abs(c["projected_ns"] / c["measured_ns"] - 1 - c["error"]) < 1e-9
+    assert {s["path"] for s in c["stages"]} == {"prefill", "decode"}
+assert j["mean_abs_error_at_ceilings"] < j["mean_abs_error"]
+PY
+expect 2 "validate with --card" -- "$itera" project "$pc/limited-66.jsonl" --validate-against "$pc/full.jsonl" --card l4-24gb
+expect 5 "validate nothing in common" -- "$itera" project "$d4/prefill.jsonl" --validate-against "$pc/full.jsonl"
+contains "$tmp/err" "no case was measured in both" "validate nothing in common"
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
 echo "analysis e2e: all passed"

@@ -2,7 +2,10 @@
 // resource, work attribution from the llm metrics, and the measured H200 offline sweep.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "itera/analysis/projection.hpp"
 #include "itera/core/errors.hpp"
@@ -139,3 +142,78 @@ TEST(Projection, MeasuredH200Offline) {
 }
 
 }  // namespace
+
+namespace {
+
+// A limited run of the synthetic case: half the SMs, so half the compute ceiling and time twice as
+// long in the compute stage; the memory system is the same card's.
+result_set limited_twin() {
+  auto s = synthetic_set();
+  s.source = "limited";
+  s.context.device["runtime"] = {{"multiprocessor_count", 132}, {"sm_limit", 66}};
+  s.ceilings = {{"copy.d2d", 4.0e12, "B/s", ""}, {"gemm.bf16", 400e12, "FLOP/s", ""}};
+  auto& r = s.cases[0];
+  r.stages[0].device_ns *= 2;  // the compute stage: 40 ms a repetition
+  r.device_ns = {50e6, 50e6};
+  r.host_ns = r.device_ns;
+  r.device_stats = summarize(r.device_ns);
+  return s;
+}
+
+}  // namespace
+
+TEST(ProjectionCheck, LimitedRunProjectedOntoTheFullCard) {
+  const auto full = synthetic_set();
+  const auto v = validate_projection(limited_twin(), full, catalogue::builtin());
+  EXPECT_EQ(v.target_card, "h200-sxm-141gb");
+  EXPECT_NE(v.source_device.find("66 of 132 SMs"), std::string::npos) << v.source_device;
+  ASSERT_EQ(v.cases.size(), 1u);
+  const auto& c = v.cases[0];
+  EXPECT_DOUBLE_EQ(c.source_ns, 50e6);
+  EXPECT_DOUBLE_EQ(c.measured_ns, 30e6);
+  // compute: 40 ms x 400 / 989.5 (limited ceiling to the H200's datasheet); bandwidth: 10 ms x 4.0 / 4.8
+  const double compute = 40e6 * 400.0 / 989.5, stream = 10e6 * 4.0 / 4.8;
+  ASSERT_EQ(c.stages.size(), 2u);  // the host stage is not compared
+  EXPECT_NEAR(c.stages[0].projected_ns, compute, 1);
+  EXPECT_NEAR(c.stages[0].measured_ns, 20e6, 1);
+  EXPECT_NEAR(c.stages[0].error, compute / 20e6 - 1, 1e-9);
+  EXPECT_NEAR(c.projected_ns, compute + stream, 1);
+  EXPECT_NEAR(c.error, (compute + stream) / 30e6 - 1, 1e-9);
+  EXPECT_NEAR(v.mean_abs_error, std::fabs(c.error), 1e-12);
+  ASSERT_EQ(v.ceilings.size(), 2u);
+
+  std::ostringstream md, js;
+  write_validation_markdown(md, v);
+  write_validation_json(js, v);
+  EXPECT_NE(md.str().find("| gemm.bf16 |"), std::string::npos) << md.str();
+  EXPECT_NE(md.str().find(fmt::format("{:+.1f}%", c.error * 100)), std::string::npos) << md.str();
+  EXPECT_EQ(ojson::parse(js.str())["schema"], "itera.projection_check/1");
+}
+
+TEST(ProjectionCheck, NothingInCommonIsAnError) {
+  auto other = synthetic_set();
+  other.cases[0].axes = {{"batch", "8"}};
+  try {
+    validate_projection(limited_twin(), other, catalogue::builtin());
+    FAIL() << "expected input_error";
+  } catch (const input_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no case was measured in both"), std::string::npos) << e.what();
+  }
+  other = synthetic_set();
+  other.context.device = ojson::object();
+  EXPECT_THROW(validate_projection(limited_twin(), other, catalogue::builtin()), input_error);
+}
+
+TEST(ProjectionCheck, AtTheTargetsMeasuredCeilings) {
+  // The full card measured 800 TFLOP/s and 4.0 TB/s: scaled to those instead of the datasheet's
+  // 989.5 and 4.8, the limited run projects the full card's stage times exactly.
+  const auto v = validate_projection(limited_twin(), synthetic_set(), catalogue::builtin());
+  const auto& c = v.cases.at(0);
+  ASSERT_EQ(c.stages.size(), 2u);
+  ASSERT_TRUE(c.stages[0].at_ceilings_ns && c.stages[1].at_ceilings_ns);
+  EXPECT_NEAR(*c.stages[0].at_ceilings_ns, 20e6, 1);  // 40 ms x 400 / 800
+  EXPECT_NEAR(*c.stages[1].at_ceilings_ns, 10e6, 1);  // 10 ms x 4.0 / 4.0
+  ASSERT_TRUE(c.at_ceilings_error && v.mean_abs_error_at_ceilings);
+  EXPECT_NEAR(*c.at_ceilings_error, 0, 1e-9);
+  EXPECT_NEAR(*v.mean_abs_error_at_ceilings, 0, 1e-9);
+}

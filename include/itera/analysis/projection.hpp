@@ -87,3 +87,45 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
 void write_projection_json(std::ostream& out, const projection_report& r);
 
 }  // namespace itera
+
+namespace itera {
+
+// Validation of the projection against a measurement (docs/analysis.md "Validating the
+// projection"): the cases of `source` projected onto the card `target` was measured on, beside
+// `target`'s own measured times. `source` may be another card, or the same card deliberately
+// limited (ITERA_CUDA_SM_LIMIT: the backend's stream on a green context with part of the SMs).
+struct stage_check {
+  std::string path;
+  stage_bound bound = stage_bound::unknown;
+  double projected_ns = 0, measured_ns = 0;
+  double error = 0;  // projected / measured - 1
+  // The same scaling to the target's own measured ceiling of the binding resource instead of its
+  // datasheet peak: what is left is the scaling model's error alone. Absent without that ceiling.
+  std::optional<double> at_ceilings_ns, at_ceilings_error;
+};
+struct case_check {
+  std::string workload, case_key;
+  double source_ns = 0;     // measured on the source, per repetition
+  double projected_ns = 0;  // projected onto the target card
+  double measured_ns = 0;   // measured on the target, per repetition
+  double error = 0;         // projected / measured - 1
+  std::optional<double> at_ceilings_ns, at_ceilings_error;  // stage_check's, over the case
+  std::vector<stage_check> stages;  // stages both runs have, device-timed on the target
+};
+struct projection_validation {
+  std::string source_file, target_file;
+  std::string target_card;  // catalogue id the target ran on
+  std::string source_device, target_device;  // "NVIDIA H200 (66 of 132 SMs)"
+  std::vector<std::pair<std::string, std::pair<double, double>>> ceilings;  // key -> (source, target) measured
+  std::vector<case_check> cases;
+  std::vector<std::string> unmatched;  // source cases with no measured twin in the target
+  double mean_abs_error = 0, max_abs_error = 0;
+  std::optional<double> mean_abs_error_at_ceilings;
+};
+
+// Throws input_error when the target's device has no catalogue match or no case is in both runs.
+projection_validation validate_projection(const result_set& source, const result_set& target, const catalogue& cat);
+void write_validation_markdown(std::ostream& out, const projection_validation& v);
+void write_validation_json(std::ostream& out, const projection_validation& v);
+
+}  // namespace itera
