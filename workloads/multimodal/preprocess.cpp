@@ -12,7 +12,7 @@
 namespace itera::mm {
 namespace {
 
-constexpr int precision_bits = 32 - 8 - 2;  // Pillow's PRECISION_BITS
+constexpr int precision_bits = resample_precision_bits;
 
 double bicubic_kernel(double x) {
   constexpr double a = -0.5;
@@ -22,19 +22,13 @@ double bicubic_kernel(double x) {
   return 0.0;
 }
 
-// Fixed-point weights of one axis: for output o, input indices [first[o], first[o] + count[o]) with
-// weights k[o * ksize + i].
-struct axis_weights {
-  int ksize = 0;
-  std::vector<int> first, count;
-  std::vector<std::int32_t> k;
-};
+}  // namespace
 
-axis_weights compute_weights(int in_size, int out_size) {
+resample_weights bicubic_weights(int in_size, int out_size) {
   const double scale = static_cast<double>(in_size) / out_size;
   const double filterscale = std::max(scale, 1.0);
   const double support = 2.0 * filterscale;
-  axis_weights w;
+  resample_weights w;
   w.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   w.first.resize(out_size);
   w.count.resize(out_size);
@@ -64,6 +58,8 @@ axis_weights compute_weights(int in_size, int out_size) {
   }
   return w;
 }
+
+namespace {
 
 std::uint8_t clip8(std::int32_t acc) {
   const std::int32_t v = acc >> precision_bits;  // arithmetic shift: floor
@@ -105,7 +101,7 @@ rgb_image resize_bicubic(const rgb_image& in, std::uint32_t out_width, std::uint
   const int ow = static_cast<int>(out_width), oh = static_cast<int>(out_height);
   if (iw == ow && ih == oh) return in;
 
-  const auto vert = compute_weights(ih, oh);
+  const auto vert = bicubic_weights(ih, oh);
   // Rows of the input the vertical pass reads.
   const int row_first = vert.first[0];
   const int row_last = vert.first[oh - 1] + vert.count[oh - 1];
@@ -114,7 +110,7 @@ rgb_image resize_bicubic(const rgb_image& in, std::uint32_t out_width, std::uint
   const rgb_image* src = &in;
   int src_row0 = 0;  // input row that src's row 0 is
   if (iw != ow) {
-    const auto horiz = compute_weights(iw, ow);
+    const auto horiz = bicubic_weights(iw, ow);
     temp.width = out_width;
     temp.height = static_cast<std::uint32_t>(row_last - row_first);
     temp.pixels.resize(std::size_t{3} * temp.width * temp.height);

@@ -68,6 +68,17 @@ struct preprocess_config {
 // usage_error naming the bad field (S < P, P not dividing S, a std <= 0, min > max tiles, ...).
 void validate(const preprocess_config& config);
 
+// Step 2's fixed-point weights of one axis (Pillow's PRECISION_BITS = 22): output o reads input
+// indices [first[o], first[o] + count[o]) with weights k[o * ksize + i]. Shared by the CPU
+// reference and the GPU kernel (preprocess_cuda.cu), which must agree bit for bit.
+inline constexpr int resample_precision_bits = 32 - 8 - 2;
+struct resample_weights {
+  int ksize = 0;
+  std::vector<int> first, count;
+  std::vector<std::int32_t> k;
+};
+resample_weights bicubic_weights(int in_size, int out_size);
+
 // PIL's bicubic resize (step 2). std::invalid_argument for an empty input or output size.
 rgb_image resize_bicubic(const rgb_image& in, std::uint32_t out_width, std::uint32_t out_height);
 
