@@ -23,6 +23,8 @@ command_fn add_project(CLI::App& app);
 command_fn add_cost(CLI::App& app);
 command_fn add_plan(CLI::App& app);
 command_fn add_data(CLI::App& app);
+command_fn add_watch(CLI::App& app, const std::string& command_line);
+command_fn add_doctor(CLI::App& app, const std::string& command_line);
 
 // Timing flags shared by bench and run (stopping rule, warm-up, verification, --quiet).
 void add_run_options(CLI::App& cmd, run_options& options);

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   add(itera::cli::add_cost(app));
   add(itera::cli::add_plan(app));
   add(itera::cli::add_data(app));
+  add(itera::cli::add_watch(app, command_line));
+  add(itera::cli::add_doctor(app, command_line));
 
   try {
     app.parse(argc, argv);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -29,11 +30,17 @@ void bind(void* handle, F& fn, const char* symbol) {
 }  // namespace
 
 library::library() {
+  // ITERA_NVML_LIBRARY names another file to open: the scripted fake of tests/watch, or a driver
+  // installed outside the loader's path.
+  const char* override_path = std::getenv("ITERA_NVML_LIBRARY");
+  const bool overridden = override_path != nullptr && override_path[0] != '\0';
+  path = overridden ? override_path : "libnvidia-ml.so.1";
   dlerror();
-  m_handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  m_handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (m_handle == nullptr) {
     const char* e = dlerror();
-    reason = std::string("cannot load libnvidia-ml.so.1 (no NVIDIA driver on this machine?): ") +
+    reason = (overridden ? "cannot load " + path + " (named by ITERA_NVML_LIBRARY): "
+                         : std::string("cannot load libnvidia-ml.so.1 (no NVIDIA driver on this machine?): ")) +
              (e != nullptr ? e : "unknown dlopen error");
     return;
   }
@@ -70,9 +77,19 @@ library::library() {
     bind(m_handle, device_get_clocks_event_reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
     clocks_event_reasons_symbol = "nvmlDeviceGetCurrentClocksThrottleReasons";
   }
+  bind(m_handle, device_get_utilization_rates, "nvmlDeviceGetUtilizationRates");
+  bind(m_handle, device_get_pcie_throughput, "nvmlDeviceGetPcieThroughput");
+  bind(m_handle, device_get_total_energy_consumption, "nvmlDeviceGetTotalEnergyConsumption");
+  bind(m_handle, device_get_process_utilization, "nvmlDeviceGetProcessUtilization");
+  bind(m_handle, device_get_compute_running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  compute_running_processes_symbol = "nvmlDeviceGetComputeRunningProcesses_v3";
+  if (device_get_compute_running_processes == nullptr) {
+    bind(m_handle, device_get_compute_running_processes, "nvmlDeviceGetComputeRunningProcesses_v2");
+    compute_running_processes_symbol = "nvmlDeviceGetComputeRunningProcesses_v2";
+  }
 
   if (init_v2 == nullptr || device_get_count_v2 == nullptr || device_get_handle_by_index_v2 == nullptr) {
-    reason = "libnvidia-ml.so.1 lacks nvmlInit_v2, nvmlDeviceGetCount_v2 or nvmlDeviceGetHandleByIndex_v2 "
+    reason = path + " lacks nvmlInit_v2, nvmlDeviceGetCount_v2 or nvmlDeviceGetHandleByIndex_v2 "
              "(driver too old)";
     return;
   }

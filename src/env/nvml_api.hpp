@@ -2,7 +2,9 @@
 // The few NVML types and entry points itera uses, declared here so that the code builds without
 // nvml.h or a CUDA toolkit. Layouts and values follow nvml.h (NVML API version 12/13):
 // nvmlPciInfo_t, nvmlMemory_t (v1), nvmlClockType_t, nvmlTemperatureSensors_t, nvmlEnableState_t,
-// nvmlReturn_t and the nvmlClocksEventReasons bits. Private to src/env.
+// nvmlReturn_t, nvmlUtilization_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
+// nvmlPcieUtilCounter_t and the nvmlClocksEventReasons bits. Private to src/env and src/watch
+// (`itera watch` samples through the same library object).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +16,8 @@ using result = int;
 inline constexpr result success = 0;                // NVML_SUCCESS
 inline constexpr result error_invalid_argument = 2;  // NVML_ERROR_INVALID_ARGUMENT
 inline constexpr result error_not_supported = 3;     // NVML_ERROR_NOT_SUPPORTED
+inline constexpr result error_not_found = 6;         // NVML_ERROR_NOT_FOUND
+inline constexpr result error_insufficient_size = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
 inline constexpr result error_function_not_found = 13;  // NVML_ERROR_FUNCTION_NOT_FOUND
 
 struct device_st;
@@ -36,6 +40,36 @@ struct pci_info {  // nvmlPciInfo_t, filled by nvmlDeviceGetPciInfo_v3
 };
 static_assert(sizeof(pci_info) == 68, "nvmlPciInfo_t is 16 + 5*4 + 32 bytes");
 static_assert(sizeof(memory_info) == 24, "nvmlMemory_t is three unsigned long long");
+
+struct utilization {  // nvmlUtilization_t: percent of the last sample period (1/6 s to 1 s)
+  unsigned int gpu;     // one or more kernels were executing
+  unsigned int memory;  // device memory was being read or written
+};
+
+// nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 (and _v2) fill it.
+struct process_info {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;  // bytes; value_not_available when the driver cannot say
+  unsigned int gpu_instance_id;        // MIG only
+  unsigned int compute_instance_id;    // MIG only
+};
+static_assert(sizeof(process_info) == 24, "nvmlProcessInfo_t is 4 (+4 padding) + 8 + 4 + 4 bytes");
+
+struct process_utilization_sample {  // nvmlProcessUtilizationSample_t
+  unsigned int pid;
+  unsigned long long timestamp_us;  // CPU timestamp in microseconds
+  unsigned int sm_util;
+  unsigned int mem_util;
+  unsigned int enc_util;
+  unsigned int dec_util;
+};
+static_assert(sizeof(process_utilization_sample) == 32, "nvmlProcessUtilizationSample_t is 32 bytes");
+
+// NVML_VALUE_NOT_AVAILABLE, as an unsigned long long field holds it.
+inline constexpr unsigned long long value_not_available = ~0ULL;
+// nvmlPcieUtilCounter_t
+inline constexpr int pcie_util_tx_bytes = 0;  // NVML_PCIE_UTIL_TX_BYTES
+inline constexpr int pcie_util_rx_bytes = 1;  // NVML_PCIE_UTIL_RX_BYTES
 
 // nvmlClockType_t
 inline constexpr int clock_graphics = 0;
@@ -73,12 +107,14 @@ inline constexpr reason_bit reason_bits[] = {
 // the operator pinned on purpose.
 inline constexpr std::uint64_t benign_reasons = 0x1ULL | 0x2ULL;
 
-// libnvidia-ml.so.1, opened and initialised once per process (thread-safe, on first use) and shut
-// down at exit. Every entry point is nullptr when this libnvidia-ml lacks it, so a caller can
+// libnvidia-ml.so.1 (or the file the environment variable ITERA_NVML_LIBRARY names: tests load a
+// scripted fake that way), opened and initialised once per process (thread-safe, on first use) and
+// shut down at exit. Every entry point is nullptr when this libnvidia-ml lacks it, so a caller can
 // leave one field out instead of failing the whole fingerprint.
 struct library {
   bool available = false;
   std::string reason;  // why not available
+  std::string path;    // what was opened: "libnvidia-ml.so.1" or $ITERA_NVML_LIBRARY
 
   result (*init_v2)() = nullptr;
   result (*shutdown)() = nullptr;
@@ -110,6 +146,15 @@ struct library {
   result (*device_get_clocks_event_reasons)(device, unsigned long long*) = nullptr;
   const char* clocks_event_reasons_symbol = nullptr;
   result (*device_get_temperature)(device, int, unsigned*) = nullptr;
+  // Sampled by `itera watch`.
+  result (*device_get_utilization_rates)(device, utilization*) = nullptr;
+  result (*device_get_pcie_throughput)(device, int, unsigned*) = nullptr;  // KB/s over 20 ms
+  result (*device_get_total_energy_consumption)(device, unsigned long long*) = nullptr;  // mJ
+  // nvmlDeviceGetComputeRunningProcesses_v3, or _v2 (same nvmlProcessInfo_t) on older drivers.
+  result (*device_get_compute_running_processes)(device, unsigned*, process_info*) = nullptr;
+  const char* compute_running_processes_symbol = nullptr;
+  result (*device_get_process_utilization)(device, process_utilization_sample*, unsigned*,
+                                           unsigned long long) = nullptr;
 
   std::string error(result r) const;  // nvmlErrorString, or the number when that is missing
   ~library();
