@@ -248,9 +248,9 @@ pixel_tensor preprocess(const rgb_image& image, const preprocess_config& config)
   return normalise(make_views(image, config), config);
 }
 
-std::vector<float> patchify(const pixel_tensor& t, std::uint32_t p) {
-  if (p == 0 || t.height % p != 0 || t.width % p != 0)
-    throw std::invalid_argument(fmt::format("patchify: patch {} does not divide {}x{}", p, t.width, t.height));
+std::vector<float> patchify_whole(const pixel_tensor& t, std::uint32_t p) {
+  if (p == 0 || t.height < p || t.width < p)
+    throw std::invalid_argument(fmt::format("patchify: patch {} does not fit {}x{}", p, t.width, t.height));
   const std::size_t gh = t.height / p, gw = t.width / p, plane = std::size_t{t.height} * t.width;
   const std::size_t patch_len = std::size_t{t.channels} * p * p;
   std::vector<float> out(std::size_t{t.views} * gh * gw * patch_len);
@@ -263,6 +263,12 @@ std::vector<float> patchify(const pixel_tensor& t, std::uint32_t p) {
             for (std::size_t dx = 0; dx < p; ++dx)
               out[o++] = t.values[(n * t.channels + c) * plane + (py * p + dy) * t.width + px * p + dx];
   return out;
+}
+
+std::vector<float> patchify(const pixel_tensor& t, std::uint32_t p) {
+  if (p == 0 || t.height % p != 0 || t.width % p != 0)
+    throw std::invalid_argument(fmt::format("patchify: patch {} does not divide {}x{}", p, t.width, t.height));
+  return patchify_whole(t, p);
 }
 
 std::uint16_t to_bf16(float value) {

@@ -110,6 +110,10 @@ pixel_tensor preprocess(const rgb_image& image, const preprocess_config& config)
 
 // [N, (H/P)*(W/P), 3*P*P] from NCHW; std::invalid_argument when P does not divide H and W.
 std::vector<float> patchify(const pixel_tensor& tensor, std::uint32_t patch_size);
+// The same over the whole patches only, when P does not divide the sides (SigLIP's 384 px with
+// 14-px patches: 27 x 27 patches, the last 6 rows and columns unread, as its Conv2d does).
+// std::invalid_argument when a side is below P.
+std::vector<float> patchify_whole(const pixel_tensor& tensor, std::uint32_t patch_size);
 
 std::uint16_t to_bf16(float value);
 std::vector<std::uint16_t> to_bf16(const std::vector<float>& values);

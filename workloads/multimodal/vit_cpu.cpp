@@ -52,17 +52,7 @@ void layer_norm(const float* x, std::int64_t rows, std::int64_t n, const std::ve
 std::vector<float> patch_rows(const pixel_tensor& t, std::int64_t patch) {
   if (patch < 1 || t.height < patch || t.width < patch)
     throw std::invalid_argument(fmt::format("patch_rows: patch {} does not fit {}x{}", patch, t.width, t.height));
-  const std::size_t p = sz(patch), gh = t.height / p, gw = t.width / p, plane = std::size_t{t.height} * t.width;
-  std::vector<float> out(std::size_t{t.views} * gh * gw * t.channels * p * p);
-  std::size_t o = 0;
-  for (std::size_t n = 0; n < t.views; ++n)
-    for (std::size_t py = 0; py < gh; ++py)
-      for (std::size_t px = 0; px < gw; ++px)
-        for (std::size_t c = 0; c < t.channels; ++c)
-          for (std::size_t dy = 0; dy < p; ++dy)
-            for (std::size_t dx = 0; dx < p; ++dx)
-              out[o++] = t.values[(n * t.channels + c) * plane + (py * p + dy) * t.width + px * p + dx];
-  return out;
+  return patchify_whole(t, static_cast<std::uint32_t>(patch));
 }
 
 float activate(vit_activation a, float x) {
