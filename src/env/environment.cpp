@@ -73,11 +73,6 @@ ojson variant_for(const std::string& name, double memory_bytes, const ojson& pow
   return v;
 }
 
-ojson variant_for_nvml_device(const ojson& d) {
-  const std::string name = d.value("name", std::string());
-  const double memory = d.contains("memory_total_bytes") ? d["memory_total_bytes"].get<double>() : 0.0;
-  return variant_for(name, memory, d);
-}
 
 std::string strip_uuid(std::string u) {
   for (const char* prefix : {"GPU-", "MIG-"}) {
@@ -126,6 +121,13 @@ std::string version_of(const ojson& libraries, const char* name) {
 
 }  // namespace
 
+ojson catalogue_variant(const ojson& d) {
+  const std::string name = d.value("name", std::string());
+  if (name.empty()) return ojson{{"id", nullptr}, {"why", "no device name to match"}};
+  const double memory = d.contains("memory_total_bytes") ? d["memory_total_bytes"].get<double>() : 0.0;
+  return variant_for(name, memory, d);
+}
+
 std::string blas_version() {
   // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... Cooperlake ...": the first two words are the
   // version; the rest names the core it detected, which is hardware, not recipe.
@@ -144,7 +146,7 @@ ojson environment(backend* dev) {
   out["host"] = host_fingerprint();
   ojson gpu = nvml_fingerprint();
   if (gpu.value("available", false)) {
-    for (auto& d : gpu["devices"]) d["variant"] = variant_for_nvml_device(d);
+    for (auto& d : gpu["devices"]) d["variant"] = catalogue_variant(d);
   }
   if (dev != nullptr && dev->name() == "cuda") {
     ojson runtime = dev->describe();
@@ -184,7 +186,7 @@ ojson device_fingerprint(backend& dev) {
     out["nvml_matched_by"] = at->how;
     out["driver_version"] = gpu.value("driver_version", std::string(not_found));
     out["runtime"] = runtime;
-    out["variant"] = variant_for_nvml_device(facts);
+    out["variant"] = catalogue_variant(facts);
   } else {
     out["name"] = dev.device_name();
     out["nvml"] = gpu.value("available", false)

@@ -33,46 +33,6 @@ std::string utc_now(const char* format) {
   return stamp;
 }
 
-// The catalogue entry of an NVML device, as `itera env` matches it: name, memory and the board's
-// power limit (maximum, else default, else current).
-ojson variant_of(const ojson& d) {
-  ojson v;
-  const std::string name = d.value("name", std::string());
-  if (name.empty()) {
-    v["id"] = nullptr;
-    v["why"] = "no device name to match";
-    return v;
-  }
-  double power_w = 0;
-  std::string power_field;
-  for (const char* field : {"power_limit_max_w", "power_limit_default_w", "power_limit_w"}) {
-    if (auto it = d.find(field); it != d.end() && it->is_number()) {
-      power_w = it->get<double>();
-      power_field = field;
-      break;
-    }
-  }
-  const double memory_gib = d.value("memory_total_bytes", 0.0) / (1024.0 * 1024.0 * 1024.0);
-  try {
-    std::string why;
-    const catalogue_card* card = catalogue::builtin().match(name, memory_gib, power_w, &why);
-    if (card == nullptr) {
-      v["id"] = nullptr;
-      v["why"] = why;
-      return v;
-    }
-    v["id"] = card->id;
-    v["name"] = card->name;
-    v["form_factor"] = card->form_factor;
-    v["matched_by"] = why;
-    if (!power_field.empty()) v["power_limit_field"] = power_field;
-  } catch (const input_error& e) {
-    v["id"] = nullptr;
-    v["why"] = e.what();
-  }
-  return v;
-}
-
 }  // namespace
 
 run_context observer_context(const std::string& command, const std::vector<unsigned>& nvml_devices) {
@@ -94,7 +54,7 @@ run_context observer_context(const std::string& command, const std::vector<unsig
       d["kind"] = "cuda";
       for (const auto& [key, value] : gpu["devices"][i].items()) d[key == "index" ? "nvml_index" : key] = value;
       d["driver_version"] = gpu.value("driver_version", std::string("not found"));
-      d["variant"] = variant_of(gpu["devices"][i]);
+      d["variant"] = catalogue_variant(gpu["devices"][i]);
       facts.push_back(std::move(d));
     }
     c.software["driver"] = gpu.value("driver_version", std::string("not found"));

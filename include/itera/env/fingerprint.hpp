@@ -21,6 +21,11 @@ ojson host_fingerprint();
 // (throttle) reasons, temperature; driver and CUDA driver versions.
 ojson nvml_fingerprint();
 
+// The catalogue entry of one NVML device of nvml_fingerprint(), as `itera env` matches it: name,
+// memory and the board's power limit (maximum, else default, else current). {"id": null, "why":
+// ...} when nothing matches.
+ojson catalogue_variant(const ojson& nvml_device);
+
 // Library versions found at run time: cuBLASLt, NCCL (dlopen, ncclGetVersion), nvJPEG availability,
 // CUPTI. Each entry says "not found" rather than being left out.
 ojson library_versions();
