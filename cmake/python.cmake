@@ -15,6 +15,11 @@ if(NOT ITERA_BUILD_PYTHON)
 elseif(NOT TARGET itera_user)
   set(_itera_python_why "the C++ user API (cmake/user_api.cmake, target itera_user) is not in this tree")
 else()
+  # The system's Python by default (Debian's, where scripts/common.sh installs pybind11, pytest,
+  # numpy, setuptools and wheel), not whichever python3 comes first on PATH (pyenv, a venv).
+  if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python3_EXECUTABLE /usr/bin/python3)
+  endif()
   find_package(Python3 3.8 COMPONENTS Interpreter Development.Module)
   if(NOT Python3_FOUND)
     set(_itera_python_why "Python 3 with its headers was not found (Debian: apt-get install python3-dev; or pass "

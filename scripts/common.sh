@@ -12,7 +12,7 @@ itera_packages=(g++ cmake ninja-build pkg-config git python3
 # Debian's chromium for its browser test (npm comes with the machine's Node.js), wrk for its benchmark.
 itera_packages+=(libcpp-httplib-dev libsqlite3-dev libpq-dev libsodium-dev postgresql curl nodejs chromium wrk)
 itera_packages+=(libturbojpeg0-dev libpng-dev python3-pil python3-numpy)  # multimodal (issue 4): JPEG/PNG codecs; PIL checks the preprocess reference
-itera_packages+=(python3-dev pybind11-dev python3-pybind11 python3-pytest python3-numpy python3-setuptools python3-pip python3-venv)  # python package (issue 5): the module's headers and pybind11, its pytest suite, pip install ./python
+itera_packages+=(python3-dev pybind11-dev python3-pybind11 python3-pytest python3-numpy python3-setuptools python3-wheel python3-pip python3-venv)  # python package (issue 5): the module's headers and pybind11, its pytest suite, pip install ./python
 # npm: Debian's package where the machine's Node.js came without one (NodeSource's bundles its own,
 # and Debian's would conflict with it).
 command -v npm >/dev/null 2>&1 || itera_packages+=(npm)

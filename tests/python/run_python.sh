@@ -32,6 +32,8 @@ case $mode in
   pip_install)
     root=${1:?build dir}
     "$py" -m pip --version >/dev/null 2>&1 || skip "pip is not installed for $py (Debian: apt-get install python3-pip)"
+    "$py" -c "import setuptools, wheel" 2>/dev/null ||
+      skip "setuptools or wheel is not installed for $py (Debian: apt-get install python3-setuptools python3-wheel)"
     # Offline, from the checkout, reusing this build (ITERA_BUILD_DIR: no second configure).
     ITERA_BUILD_DIR=$root "$py" -m pip install -q --no-build-isolation --no-deps --no-index --target "$tmp/site" "$src" ||
       { echo "FAILED: pip install of $src"; exit 1; }
