@@ -155,13 +155,6 @@ std::string offline_target_miss(const case_record& r, double slowdown) {
   return why;
 }
 
-std::string source_card_of(const result_set& s) {
-  const auto& d = s.context.device;
-  if (d.contains("variant") && d["variant"].is_object() && d["variant"].contains("id") && d["variant"]["id"].is_string())
-    return d["variant"]["id"].get<std::string>();
-  return {};
-}
-
 void price_row(cost_row& row, const price_table& prices, const rate_basis& basis) {
   if (const price_entry* p = prices.find(row.card)) row.price = *p;
   if (row.price && row.rate && *row.rate > 0) row.cost = row.price->per_gpu_hour / (*row.rate * 3600.0) * basis.per;
@@ -268,7 +261,7 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
   std::map<const result_set*, std::optional<projection_report>> projections;
   std::map<const result_set*, std::string> projection_failure;
   for (const auto& s : sets) {
-    const std::string card = source_card_of(s);
+    const std::string card = analysis::catalogue_id_of(s);
     if (card.empty() || !cat.find(card))
       throw input_error(fmt::format("{}: the device the run was made on has no catalogue match (a cpu run, or a card "
                                     "not in data/catalogue.json): nothing to price",
@@ -307,7 +300,7 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
     g.basis = *rate_basis_of(*members.front().rec);
     const std::string& rate_metric = g.basis.metric;
     std::set<std::string> measured;
-    for (const auto& m : members) measured.insert(source_card_of(*m.set));
+    for (const auto& m : members) measured.insert(analysis::catalogue_id_of(*m.set));
     g.measured_cards.assign(measured.begin(), measured.end());
 
     std::vector<cost_row> measured_rows, projected_rows;
@@ -317,7 +310,7 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
     if (load) {
       for (const auto& [set, recs] : per_set) {
         cost_row row;
-        row.card = source_card_of(*set);
+        row.card = analysis::catalogue_id_of(*set);
         row.measured = true;
         row.source = set->source;
         const auto ops = find_operating_points(recs);
@@ -342,7 +335,7 @@ cost_report analyse_cost(const std::vector<result_set>& sets, const catalogue& c
       // Measured: the best output throughput among the batches that meet the targets, per file.
       for (const auto& [set, recs] : per_set) {
         cost_row row;
-        row.card = source_card_of(*set);
+        row.card = analysis::catalogue_id_of(*set);
         row.measured = true;
         row.source = set->source;
         std::string misses;

@@ -56,6 +56,21 @@ void text_table::write(std::ostream& out) const {
 std::string gib_text(double bytes) { return fmt::format("{:.2f} GiB", bytes / 1073741824.0); }
 std::string percent_text(double fraction) { return fmt::format("{:.2f}%", fraction * 100.0); }
 
+std::string time_text(double ns) {
+  if (ns >= 1e9) return fmt::format("{:.3g} s", ns * 1e-9);
+  if (ns >= 1e6) return fmt::format("{:.3g} ms", ns * 1e-6);
+  if (ns >= 1e3) return fmt::format("{:.3g} us", ns * 1e-3);
+  return fmt::format("{:.3g} ns", ns);
+}
+
+std::string catalogue_id_of(const result_set& set) {
+  const auto& d = set.context.device;
+  if (d.is_object() && d.contains("variant") && d["variant"].is_object() && d["variant"].contains("id") &&
+      d["variant"]["id"].is_string())
+    return d["variant"]["id"].get<std::string>();
+  return {};
+}
+
 }  // namespace analysis
 
 namespace {

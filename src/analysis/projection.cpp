@@ -153,13 +153,7 @@ double case_time(const case_projection& c, const std::vector<stage_projection>& 
 projection_report project_results(const result_set& set, const catalogue& cat, const projection_options& o) {
   projection_report rep;
   rep.source = set.source;
-  std::string src_id = o.source_card;
-  if (src_id.empty()) {
-    const auto& dev = set.context.device;
-    if (dev.is_object() && dev.contains("variant") && dev["variant"].is_object() && dev["variant"].contains("id") &&
-        dev["variant"]["id"].is_string())
-      src_id = dev["variant"]["id"].get<std::string>();
-  }
+  const std::string src_id = o.source_card.empty() ? analysis::catalogue_id_of(set) : o.source_card;
   if (src_id.empty())
     throw input_error(fmt::format("{}: the run's device has no catalogue match (backend {}); name the card it ran on with "
                                   "--source-card ID",
@@ -330,13 +324,6 @@ projection_report project_results(const result_set& set, const catalogue& cat, c
 
 namespace {
 
-std::string time_text(double ns) {
-  if (ns >= 1e9) return fmt::format("{:.3g} s", ns * 1e-9);
-  if (ns >= 1e6) return fmt::format("{:.3g} ms", ns * 1e-6);
-  if (ns >= 1e3) return fmt::format("{:.3g} us", ns * 1e-3);
-  return fmt::format("{:.3g} ns", ns);
-}
-
 std::string rate_text(double v, stage_bound b) {
   if (b == stage_bound::compute) return fmt::format("{:.3g} TFLOP/s", v * 1e-12);
   return fmt::format("{:.3g} GB/s", v * 1e-9);
@@ -392,10 +379,10 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
 
   for (const auto& c : r.cases) {
     out << fmt::format("## {} {}\n\n", c.workload, short_key(c.case_key));
-    out << fmt::format("- measured: {} per repetition ({} time, median){}\n", time_text(c.measured_time_ns), c.time_kind,
+    out << fmt::format("- measured: {} per repetition ({} time, median){}\n", analysis::time_text(c.measured_time_ns), c.time_kind,
                        c.measured_rate ? fmt::format(", {:.4g} {}", *c.measured_rate, c.rate_label) : "");
     if (std::abs(c.unattributed_ns) > 1e-3 * c.measured_time_ns)
-      out << fmt::format("- time outside the stages: {} (carried over unchanged)\n", time_text(c.unattributed_ns));
+      out << fmt::format("- time outside the stages: {} (carried over unchanged)\n", analysis::time_text(c.unattributed_ns));
     analysis::text_table st;
     for (auto [h, num] : std::vector<std::pair<const char*, bool>>{{"stage", false}, {"bound", false}, {"measured / rep", true},
                                                                    {"FLOP / rep", true}, {"bytes / rep", true}, {"FLOP/B", true},
@@ -403,7 +390,7 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
                                                                    {"source peak from", false}, {"work from", false}})
       st.column(h, num);
     for (const auto& w : c.stages) {
-      st.rows.push_back({w.path, to_string(w.bound), time_text(w.time_ns), w.flops > 0 ? fmt::format("{:.3g}", w.flops) : "-",
+      st.rows.push_back({w.path, to_string(w.bound), analysis::time_text(w.time_ns), w.flops > 0 ? fmt::format("{:.3g}", w.flops) : "-",
                          w.bytes > 0 ? fmt::format("{:.3g}", w.bytes) : "-",
                          w.intensity > 0 ? fmt::format("{:.3g}", w.intensity) : "-",
                          w.achieved > 0 ? rate_text(w.achieved, w.bound) : "-",
@@ -438,8 +425,8 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
     pt.column("notes", false);
     std::vector<std::string> row = {r.source_card, "measured"};
     for (const auto& w : c.stages)
-      if (w.bound != stage_bound::host) row.push_back(time_text(w.time_ns));
-    row.push_back(time_text(c.measured_time_ns));
+      if (w.bound != stage_bound::host) row.push_back(analysis::time_text(w.time_ns));
+    row.push_back(analysis::time_text(c.measured_time_ns));
     row.push_back(c.measured_rate ? fmt::format("{:.4g}", *c.measured_rate) : "-");
     row.push_back("-");
     pt.rows.push_back(row);
@@ -448,12 +435,12 @@ void write_projection_markdown(std::ostream& out, const projection_report& r, co
       std::string notes;
       for (std::size_t i = 0; i < c.stages.size(); ++i) {
         if (c.stages[i].bound == stage_bound::host) continue;
-        row.push_back(time_text(card.stages[i].time_ns));
+        row.push_back(analysis::time_text(card.stages[i].time_ns));
         if (!card.stages[i].note.empty()) notes += (notes.empty() ? "" : "; ") + c.stages[i].path + ": " + card.stages[i].note;
       }
       if (!card.fits)
         notes = fmt::format("does not fit: needs {}{}", analysis::gib_text(*c.measured_peak_bytes), notes.empty() ? "" : "; " + notes);
-      row.push_back(time_text(card.case_time_ns));
+      row.push_back(analysis::time_text(card.case_time_ns));
       row.push_back(card.rate ? fmt::format("{:.4g}", *card.rate) : "-");
       row.push_back(notes.empty() ? "-" : notes);
       pt.rows.push_back(std::move(row));

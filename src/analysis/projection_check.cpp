@@ -24,28 +24,13 @@ std::string device_text(const result_set& s) {
   return name;
 }
 
-std::string card_of(const result_set& s) {
-  const auto& d = s.context.device;
-  if (d.is_object() && d.contains("variant") && d["variant"].is_object() && d["variant"].contains("id") &&
-      d["variant"]["id"].is_string())
-    return d["variant"]["id"].get<std::string>();
-  return {};
-}
-
-std::string time_text(double ns) {
-  if (ns >= 1e9) return fmt::format("{:.3g} s", ns * 1e-9);
-  if (ns >= 1e6) return fmt::format("{:.3g} ms", ns * 1e-6);
-  if (ns >= 1e3) return fmt::format("{:.3g} us", ns * 1e-3);
-  return fmt::format("{:.3g} ns", ns);
-}
-
 }  // namespace
 
 projection_validation validate_projection(const result_set& source, const result_set& target, const catalogue& cat) {
   projection_validation v;
   v.source_file = source.source;
   v.target_file = target.source;
-  v.target_card = card_of(target);
+  v.target_card = analysis::catalogue_id_of(target);
   if (v.target_card.empty() || !cat.find(v.target_card))
     throw input_error(fmt::format("{}: the device it ran on has no catalogue match: the projection can only be "
                                   "checked against a catalogue card",
@@ -161,11 +146,11 @@ void write_validation_markdown(std::ostream& out, const projection_validation& v
   t.column("error", true);
   t.column("at measured ceilings", true);
   t.column("error", true);
-  const auto opt_time = [](const std::optional<double>& x) { return x ? time_text(*x) : std::string("-"); };
+  const auto opt_time = [](const std::optional<double>& x) { return x ? analysis::time_text(*x) : std::string("-"); };
   const auto opt_err = [](const std::optional<double>& x) { return x ? fmt::format("{:+.1f}%", *x * 100) : std::string("-"); };
   for (const auto& c : v.cases)
-    t.rows.push_back({c.workload + " " + c.case_key, time_text(c.source_ns), time_text(c.projected_ns),
-                      time_text(c.measured_ns), fmt::format("{:+.1f}%", c.error * 100), opt_time(c.at_ceilings_ns),
+    t.rows.push_back({c.workload + " " + c.case_key, analysis::time_text(c.source_ns), analysis::time_text(c.projected_ns),
+                      analysis::time_text(c.measured_ns), fmt::format("{:+.1f}%", c.error * 100), opt_time(c.at_ceilings_ns),
                       opt_err(c.at_ceilings_error)});
   t.write(out);
   for (const auto& c : v.cases) {
@@ -180,7 +165,7 @@ void write_validation_markdown(std::ostream& out, const projection_validation& v
     st.column("at measured ceilings", true);
     st.column("error", true);
     for (const auto& s : c.stages)
-      st.rows.push_back({s.path, to_string(s.bound), time_text(s.projected_ns), time_text(s.measured_ns),
+      st.rows.push_back({s.path, to_string(s.bound), analysis::time_text(s.projected_ns), analysis::time_text(s.measured_ns),
                          fmt::format("{:+.1f}%", s.error * 100), opt_time(s.at_ceilings_ns), opt_err(s.at_ceilings_error)});
     st.write(out);
   }

@@ -13,7 +13,6 @@
 #include "itera/core/build_info.hpp"
 #include "itera/core/errors.hpp"
 #include "itera/core/stats.hpp"
-#include "itera/env/catalogue.hpp"
 #include "itera/env/fingerprint.hpp"
 #include "itera/watch/context.hpp"
 #include "src/env/nvml_api.hpp"

@@ -218,20 +218,26 @@ std::vector<rgb_image> make_views(const rgb_image& image, const preprocess_confi
   return views;
 }
 
+std::vector<float> normalise_table(const preprocess_config& c) {
+  std::vector<float> table(3 * 256);
+  for (int ch = 0; ch < 3; ++ch) {
+    const float mean = static_cast<float>(c.mean[ch]), std_ = static_cast<float>(c.std[ch]);
+    for (int v = 0; v < 256; ++v) {
+      // x = float32(double(v) / 255 as transformers' rescale computes it), then (x - mean) / std in float32
+      const float x = static_cast<float>(static_cast<double>(v) * (1.0 / 255.0));
+      table[static_cast<std::size_t>(ch * 256 + v)] = (x - mean) / std_;
+    }
+  }
+  return table;
+}
+
 pixel_tensor normalise(const std::vector<rgb_image>& views, const preprocess_config& c) {
   const std::uint32_t s = c.image_size;
   pixel_tensor t;
   t.views = static_cast<std::uint32_t>(views.size());
   t.height = t.width = s;
   t.values.resize(std::size_t{t.views} * 3 * s * s);
-  float mean[3], std_[3];
-  for (int ch = 0; ch < 3; ++ch) {
-    mean[ch] = static_cast<float>(c.mean[ch]);
-    std_[ch] = static_cast<float>(c.std[ch]);
-  }
-  // x = float32(double(v) / 255 as transformers' rescale computes it), for the 256 possible v
-  float scaled[256];
-  for (int v = 0; v < 256; ++v) scaled[v] = static_cast<float>(static_cast<double>(v) * (1.0 / 255.0));
+  const std::vector<float> table = normalise_table(c);
   const std::size_t plane = std::size_t{s} * s;
   for (std::size_t n = 0; n < views.size(); ++n) {
     const auto& img = views[n];
@@ -239,7 +245,7 @@ pixel_tensor normalise(const std::vector<rgb_image>& views, const preprocess_con
       throw std::invalid_argument(fmt::format("normalise: view {} is {}x{}, not {}x{}", n, img.width, img.height, s, s));
     float* out = &t.values[n * 3 * plane];
     for (std::size_t i = 0; i < plane; ++i)
-      for (int ch = 0; ch < 3; ++ch) out[ch * plane + i] = (scaled[img.pixels[3 * i + ch]] - mean[ch]) / std_[ch];
+      for (int ch = 0; ch < 3; ++ch) out[ch * plane + i] = table[ch * 256 + img.pixels[3 * i + ch]];
   }
   return t;
 }

@@ -102,6 +102,10 @@ struct pixel_tensor {
   std::vector<float> values;  // NCHW
 };
 
+// Step 3 as a table: value[c * 256 + v] for channel c and uint8 v, the float32 arithmetic above.
+// The CPU reference and the GPU kernel both read it.
+std::vector<float> normalise_table(const preprocess_config& config);
+
 // Steps 3 and 4 (NCHW). Every view must be S x S (std::invalid_argument otherwise).
 pixel_tensor normalise(const std::vector<rgb_image>& views, const preprocess_config& config);
 

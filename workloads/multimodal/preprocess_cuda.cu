@@ -122,15 +122,9 @@ gpu_preprocessor::gpu_preprocessor(backend& dev, const preprocess_config& config
   validate(config);
   m->dev = &cuda::as_cuda(dev);
   m->config = config;
-  // The normalisation tables: exactly the reference's float arithmetic, on the host.
-  std::vector<float> lut(3 * 256);
-  std::vector<std::uint16_t> lut_bf16(3 * 256);
-  for (int c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v) {
-      const float scaled = static_cast<float>(static_cast<double>(v) * (1.0 / 255.0));
-      lut[c * 256 + v] = (scaled - static_cast<float>(config.mean[c])) / static_cast<float>(config.std[c]);
-      lut_bf16[c * 256 + v] = to_bf16(lut[c * 256 + v]);
-    }
+  // The normalisation tables: the reference's own (normalise_table), and their bf16 roundings.
+  const std::vector<float> lut = normalise_table(config);
+  const std::vector<std::uint16_t> lut_bf16 = to_bf16(lut);
   m->lut = m->dev->allocate(lut.size() * sizeof(float));
   m->lut_bf16 = m->dev->allocate(lut_bf16.size() * sizeof(std::uint16_t));
   ITERA_CUDA_CHECK(cudaMemcpy(m->lut.data(), lut.data(), lut.size() * sizeof(float), cudaMemcpyHostToDevice));

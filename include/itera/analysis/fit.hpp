@@ -128,5 +128,9 @@ struct text_table {
 
 std::string gib_text(double bytes);         // "15.16 GiB"
 std::string percent_text(double fraction);  // "1.23%"
+std::string time_text(double ns);           // "4.41 ms", "807 us"
+// The catalogue id of the card a results file was measured on (context.device.variant.id); empty
+// when it has none (a cpu run, a card not in the catalogue).
+std::string catalogue_id_of(const result_set& set);
 
 }  // namespace itera::analysis
