@@ -82,6 +82,7 @@ typedef struct itera_session_options {
   int32_t device;            /* CUDA device index of the streams given, ITERA_DEVICE_AUTO or ITERA_DEVICE_NONE */
   int32_t version;           /* workload_version, 1 by default */
   const char* label;         /* recorded as the context's command; NULL: none */
+  const char* device_clock;  /* "auto" (NULL), "cupti" or "events": how scopes given a stream take device time */
 } itera_session_options;
 
 ITERA_API void itera_session_options_init(itera_session_options* options);

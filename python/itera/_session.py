@@ -295,10 +295,12 @@ class Session(_itera._Session):
     label         the context's `command` ("" by default; the process's argv is never read)
     torch_memory  "auto" (when PyTorch is imported and the session is on a CUDA device), True or
                   False: record PyTorch's allocator peaks in cases and in stages made with memory=True
+    device_clock  "auto" (CUPTI activity records when the process can use CUPTI, else CUDA events),
+                  "cupti" or "events": how stages given a stream take their device time
     """
 
     def __init__(self, name, results_path=None, *, device="auto", version=1, fields=None, label="",
-                 torch_memory="auto"):
+                 torch_memory="auto", device_clock="auto"):
         if device == "auto":
             index = _itera.device_auto
         elif device == "none" or device is None:
@@ -312,7 +314,7 @@ class Session(_itera._Session):
             raise UsageError("results_path is empty: give a file name, or None to keep the cases in memory")
         version = _integer("version", version)
         field_map = {str(k): str(v) for k, v in (fields or {}).items()}
-        super().__init__(str(name), path, index, version, field_map, str(label))
+        super().__init__(str(name), path, index, version, field_map, str(label), str(device_clock))
         self._results_path = path or None
         self._closed = False
         self._case_begun = False

@@ -169,7 +169,8 @@ void bind_session(py::module_& m) {
 
   py::class_<session>(m, "_Session", "The C++ session (itera.Session is the Python class to use).")
       .def(py::init([](const std::string& name, const std::string& results_path, int device, int version,
-                       std::map<std::string, std::string> fields, const std::string& label) {
+                       std::map<std::string, std::string> fields, const std::string& label,
+                       const std::string& device_clock) {
              user::session_options o;
              o.name = name;
              o.results_path = results_path;
@@ -177,10 +178,11 @@ void bind_session(py::module_& m) {
              o.version = version;
              o.fields = std::move(fields);
              o.label = label;
+             o.device_clock = device_clock;
              return std::make_unique<session>(std::move(o));
            }),
            py::arg("name"), py::arg("results_path"), py::arg("device"), py::arg("version"), py::arg("fields"),
-           py::arg("label"))
+           py::arg("label"), py::arg("device_clock") = "auto")
       .def("_begin_case", [](session& s, user::axis_list axes, std::size_t warmup) { s.begin_case(std::move(axes), warmup); },
            py::arg("axes"), py::arg("warmup"))
       .def("_end_case",

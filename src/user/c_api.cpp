@@ -185,6 +185,9 @@ itera_status itera_session_open(const itera_session_options* options, itera_sess
     o.device = in.device;
     o.version = in.version;
     o.label = in.label ? in.label : "";
+    // Appended after label: callers built against the older header pass a smaller struct_size.
+    if (in.struct_size >= offsetof(itera_session_options, device_clock) + sizeof(const char*) && in.device_clock)
+      o.device_clock = in.device_clock;
     *out = new itera_session{session(std::move(o))};
   });
 }

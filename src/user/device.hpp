@@ -18,11 +18,19 @@ struct device_choice {
   bool cuda = false;       // stages may take streams of device `index`
   int index = -1;
   std::string why_host;    // when !cuda: why time is host time only (results say so)
+  // When cuda: the device clock of scopes given a stream, as results name it
+  // ("cupti_external_correlation" or "cuda_events"), and why events when CUPTI was asked for by
+  // "auto" and could not be used ("" otherwise).
+  std::string clock;
+  std::string why_events;
+  std::shared_ptr<void> cupti;  // holds this process's CUPTI activity collection while a copy lives
 };
 
 // device_auto: CUDA device 0 when usable, else host only with the reason; device_none: host only;
 // an index: that device, usage_error naming the devices there are (or why none) when it cannot be.
-device_choice choose_device(int requested);
+// `clock` is session_options::device_clock: usage_error for an unknown one, device_error for
+// "cupti" when this process cannot use CUPTI (another profiler holds it, ...), with the reason.
+device_choice choose_device(int requested, const std::string& clock);
 
 // True when this itera was built with the CUDA backend.
 bool built_with_cuda();
@@ -35,6 +43,9 @@ int stream_device(void* stream);
 // of another device, naming both devices and the fix. Without CUDA any stream passes (time is host
 // time, and the results say so).
 void check_stream(void* stream, const device_choice& device);
+
+// usage_error unless `clock` is "auto", "cupti" or "events" (session_options::device_clock).
+void check_clock_choice(const std::string& clock);
 
 // The message for a stream on device `stream_dev` given to a session on `session_dev`.
 std::string other_device_message(int stream_dev, int session_dev);

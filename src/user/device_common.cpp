@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "itera/core/errors.hpp"
 #include "src/user/device.hpp"
 
 namespace itera::user::detail {
@@ -13,6 +14,13 @@ std::string other_device_message(int stream_dev, int session_dev) {
   return fmt::format("the stream belongs to CUDA device {}, but the session records device {}: open a session on "
                      "device {} for that stream (session_options::device), or pass a stream of device {}",
                      stream_dev, session_dev, stream_dev, session_dev);
+}
+
+void check_clock_choice(const std::string& clock) {
+  if (clock == "auto" || clock == "cupti" || clock == "events") return;
+  throw usage_error(fmt::format("device_clock '{}': give \"auto\" (CUPTI when this process can use it, else CUDA "
+                                "events), \"cupti\" or \"events\"",
+                                clock));
 }
 
 std::optional<std::uint64_t> host_rss_bytes() {

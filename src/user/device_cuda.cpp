@@ -1,6 +1,7 @@
 // The user API's device side with the CUDA runtime (built when itera has its cuda backend).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "itera/cuda/cuda_backend.hpp"
 #include "itera/env/versions.hpp"
 #include "itera/user/session.hpp"
+#include "src/cuda/timers.hpp"
 #include "src/user/device.hpp"
 
 #if CUDART_VERSION < 12080
@@ -64,7 +66,7 @@ std::string uuid_text(const cudaUUID_t& u) {
 // The session's device as the fingerprint sees it: facts read from the runtime, nothing created.
 class described_device final : public backend {
  public:
-  explicit described_device(int device) : m_device(device) {
+  described_device(int device, std::string clock) : m_device(device), m_clock(std::move(clock)) {
     check(cudaGetDeviceProperties(&m_properties, device), "cudaGetDeviceProperties");
   }
   std::string_view name() const override { return "cuda"; }
@@ -111,12 +113,13 @@ class described_device final : public backend {
     int runtime = 0, driver = 0;
     if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) d["cuda_runtime_version"] = cuda_version_string(runtime);
     if (cudaDriverGetVersion(&driver) == cudaSuccess) d["cuda_driver_version"] = cuda_version_string(driver);
-    d["stage_clock_method"] = "cuda_events on the caller's streams";
+    d["stage_clock_method"] = m_clock + " on the caller's streams";
     return d;
   }
 
  private:
   int m_device;
+  std::string m_clock;
   cudaDeviceProp m_properties{};
   memory_tracker m_tracker;
 };
@@ -229,11 +232,102 @@ class event_stream_clock final : public stream_clock {
   std::string m_failure;
 };
 
+
+// Device time from CUPTI's activity records (cuda::cupti_stage_clock): a scope given a stream
+// pushes an external correlation id on its thread, so the kernels, copies and memsets of every
+// CUDA call made inside it are attributed to it, whatever stream they ran on, and nothing is put on
+// the stream. A span's interval is [first start, last end] of the work of the span and of every
+// span begun while it was open (its nested scopes), in the GPU's own timestamps. Reading an
+// interval waits for the whole device and flushes CUPTI once per batch of new spans: the lane does
+// that when it folds (every few thousand spans, and at the end of a case), and the runner after
+// each call, outside the call's own time.
+class cupti_stream_clock final : public stream_clock {
+ public:
+  explicit cupti_stream_clock(int device) : m_device(device), m_inner(device) {}
+
+  void prepare(void* stream) override {
+    m_prepared_stream = static_cast<cudaStream_t>(stream);
+    m_prepared = true;
+  }
+
+  std::uint32_t begin_span() override {
+    span s;
+    if (m_prepared && m_prepared_stream != nullptr) {
+      s.device = true;
+      s.stream = m_prepared_stream;
+      s.inner = m_inner.begin_span();
+    }
+    m_prepared = false;
+    m_spans.push_back(s);
+    return static_cast<std::uint32_t>(m_spans.size() - 1);
+  }
+
+  void end_span(std::uint32_t id) noexcept override {
+    if (id >= m_spans.size()) return;
+    span& s = m_spans[id];
+    if (!s.device || s.ended) return;
+    m_inner.end_span(s.inner);
+    s.ended = true;
+    s.after_last = static_cast<std::uint32_t>(m_spans.size());
+  }
+
+  std::optional<std::pair<double, double>> interval_ns(std::uint32_t id) override {
+    if (id >= m_spans.size())
+      throw std::logic_error(fmt::format("cupti_stream_clock: span {} was not begun since the last reset", id));
+    const span& s = m_spans[id];
+    if (!s.device || !s.ended) return std::nullopt;
+    // The inner clock makes the session's device current to wait for it: put the caller's back.
+    device_guard g(m_device);
+    std::optional<std::pair<double, double>> out;
+    for (std::uint32_t i = id; i < s.after_last; ++i) {
+      const span& n = m_spans[i];
+      if (!n.device) continue;
+      try {
+        const auto own = m_inner.interval_ns(n.inner);
+        if (!own) continue;
+        out = out ? std::pair{std::min(out->first, own->first), std::max(out->second, own->second)} : *own;
+      } catch (const std::runtime_error& e) {
+        (void)cudaGetLastError();
+        throw device_error(fmt::format("device times from CUPTI could not be read: {}", e.what()));
+      }
+    }
+    return out;
+  }
+
+  void wait(std::uint32_t id) override {
+    if (id >= m_spans.size() || !m_spans[id].device || !m_spans[id].ended) return;
+    check(cudaStreamSynchronize(m_spans[id].stream), "cudaStreamSynchronize (an iteration's stream)");
+  }
+
+  void reset() override {
+    m_inner.reset();
+    m_spans.clear();
+    m_prepared = false;
+  }
+
+  std::string_view method() const override { return m_inner.method(); }
+  std::string failure() const override { return {}; }  // the inner clock's failures throw from interval_ns()
+
+ private:
+  struct span {
+    std::uint32_t inner = 0;       // the inner clock's span
+    std::uint32_t after_last = 0;  // spans begun before this one ended: it and its nested ones are below
+    cudaStream_t stream = nullptr;
+    bool device = false, ended = false;
+  };
+  int m_device;
+  cuda::cupti_stage_clock m_inner;
+  std::vector<span> m_spans;
+  bool m_prepared = false;
+  cudaStream_t m_prepared_stream = nullptr;
+};
+
 }  // namespace
 
 bool built_with_cuda() { return true; }
 
-device_choice choose_device(int requested) {
+device_choice choose_device(int requested, const std::string& clock) {
+  check_clock_choice(clock);
   device_choice c;
   if (requested == device_none) {
     c.why_host = "the session was opened without a device (device_none)";
@@ -260,6 +354,31 @@ device_choice choose_device(int requested) {
                                   count - 1));
   c.cuda = true;
   c.index = index;
+  if (clock == "events") {
+    c.clock = "cuda_events";
+    return c;
+  }
+  // CUPTI's activity collection is process-wide: acquired once per session, shared with the cuda
+  // backend when it runs in this process too, released when the last copy of the choice goes.
+  std::string why = cuda::cupti_acquire();
+  if (why.empty()) {
+    why = cuda::cupti_stage_support();
+    if (why.empty())
+      c.cupti = std::shared_ptr<void>(nullptr, [](void*) { cuda::cupti_release(); });
+    else
+      cuda::cupti_release();
+  }
+  if (why.empty()) {
+    c.clock = "cupti_external_correlation";
+    return c;
+  }
+  if (clock == "cupti")
+    throw device_error(fmt::format("device_clock \"cupti\": this process cannot use CUPTI ({}); another profiler "
+                                   "(Nsight Systems, torch.profiler) may hold it. Use \"events\", or \"auto\" to fall "
+                                   "back by itself",
+                                   why));
+  c.clock = "cuda_events";
+  c.why_events = "CUPTI could not be used: " + why;
   return c;
 }
 
@@ -308,11 +427,12 @@ std::optional<std::uint64_t> device_memory_in_use(const device_choice& device, s
 
 std::unique_ptr<backend> describe_device(const device_choice& device) {
   if (!device.cuda) return open_backend("cpu");
-  return std::make_unique<described_device>(device.index);
+  return std::make_unique<described_device>(device.index, device.clock);
 }
 
 std::unique_ptr<stream_clock> make_stream_clock(const device_choice& device) {
   if (!device.cuda) return nullptr;
+  if (device.cupti) return std::make_unique<cupti_stream_clock>(device.index);
   return std::make_unique<event_stream_clock>(device.index);
 }
 

@@ -9,7 +9,8 @@ namespace itera::user::detail {
 
 bool built_with_cuda() { return false; }
 
-device_choice choose_device(int requested) {
+device_choice choose_device(int requested, const std::string& clock) {
+  check_clock_choice(clock);
   if (requested < device_auto)
     throw usage_error(fmt::format("device {}: give a CUDA device index (0, 1, ...), device_auto ({}) or device_none ({})",
                                   requested, device_auto, device_none));

@@ -84,7 +84,7 @@ session_state::session_state(session_options options)
   check_label("session name", m_options.name);
   for (const auto& [k, v] : m_options.fields)
     if (k.empty()) throw usage_error("session_options::fields has an empty key: name every recipe field");
-  m_device = choose_device(m_options.device);
+  m_device = choose_device(m_options.device, m_options.device_clock);
   m_backend = m_device.cuda ? "cuda" : "cpu";
   // R18: the context's command is the label the user gave, never the process's command line.
   m_context = make_context(*describe_device(m_device), m_options.label);
@@ -263,6 +263,7 @@ case_record session_state::end_case(const case_finish* finish) {
   for (const auto& [k, v] : m_case.fields) r.fields[k] = v;
   r.details["recorded_by"] = "itera user API";
   if (!m_device.cuda) r.details["device_time"] = "host clock only: " + m_device.why_host;
+  if (!m_device.why_events.empty()) r.details["device_clock"] = "cuda_events: " + m_device.why_events;
   if (m_streams_ignored.load(std::memory_order_relaxed))
     r.details["streams"] = "streams were given, but itera was built without CUDA: host time only";
 
@@ -324,7 +325,7 @@ case_record session_state::end_case(const case_finish* finish) {
     if (unresolved) r.device_ns.clear();  // the device times are unknown (problems say why)
     const int kind = m_iteration_kind.load(std::memory_order_relaxed);
     if (kind == 2)
-      r.device_time_method = "cuda_events";
+      r.device_time_method = m_device.clock;
     else if (kind == 1)
       r.device_time_method = fmt::format("host_clock ({})", m_device.cuda ? "no stream given" : m_device.why_host);
     if (finish)

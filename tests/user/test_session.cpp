@@ -222,6 +222,9 @@ TEST(user_session, misuse_of_names_counts_and_files_is_refused_with_the_fix) {
   auto bad_device = host_options();
   bad_device.device = -7;
   expect_error<usage_error>([&] { session s(bad_device); }, "device -7");
+  auto bad_clock = host_options();
+  bad_clock.device_clock = "nvtx";
+  expect_error<usage_error>([&] { session s(bad_clock); }, "device_clock 'nvtx': give \"auto\"");
 
   session s(host_options());
   expect_error<usage_error>([&] { auto st = s.stage("a/b"); }, "contains '/'");
@@ -339,7 +342,7 @@ TEST(user_session, stream_of_another_device_names_both_devices_and_the_fix) {
 }
 
 TEST(user_session, device_auto_without_a_usable_gpu_records_host_time_and_says_why) {
-  if (detail::choose_device(device_auto).cuda) GTEST_SKIP() << "a GPU is usable here: the device tests cover it";
+  if (detail::choose_device(device_auto, "auto").cuda) GTEST_SKIP() << "a GPU is usable here: the device tests cover it";
   auto o = host_options();
   o.device = device_auto;
   session s(o);

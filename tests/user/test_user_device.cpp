@@ -45,18 +45,27 @@ double metric_of(const case_record& r, const std::string& name) {
   return m ? m->value : -1.0;
 }
 
-class user_device : public ::testing::Test {
+// Every test runs with both device clocks: CUDA events on the stream, and CUPTI's activity records.
+class user_device : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const auto choice = detail::choose_device(device_auto);
+    const auto choice = detail::choose_device(device_auto, "events");
     if (!choice.cuda) GTEST_SKIP() << "no usable CUDA device: " << choice.why_host;
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     ASSERT_EQ(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), cudaSuccess);
     session_options o;
     o.name = "device-test";
     o.device = 0;
-    m_session = std::make_unique<session>(o);
+    o.device_clock = GetParam();
+    try {
+      m_session = std::make_unique<session>(o);
+    } catch (const device_error& e) {
+      if (GetParam() == "cupti") GTEST_SKIP() << e.what();  // another profiler holds CUPTI here
+      throw;
+    }
   }
+  // What results name the clock.
+  static std::string method() { return GetParam() == "cupti" ? "cupti_external_correlation" : "cuda_events"; }
   void TearDown() override {
     m_session.reset();
     if (m_stream) (void)cudaStreamDestroy(m_stream);
@@ -66,7 +75,7 @@ class user_device : public ::testing::Test {
   std::unique_ptr<session> m_session;
 };
 
-TEST_F(user_device, a_stage_on_the_stream_reports_the_device_time_of_its_work) {
+TEST_P(user_device, a_stage_on_the_stream_reports_the_device_time_of_its_work) {
   session& s = *m_session;
   EXPECT_EQ(s.backend_name(), "cuda");
   EXPECT_EQ(s.context().backend, "cuda");
@@ -89,7 +98,7 @@ TEST_F(user_device, a_stage_on_the_stream_reports_the_device_time_of_its_work) {
   }
   const case_record r = s.end_case();
   ASSERT_EQ(r.status, case_status::ok) << r.message;
-  EXPECT_EQ(r.device_time_method, "cuda_events");
+  EXPECT_EQ(r.device_time_method, method());
   ASSERT_EQ(r.device_ns.size(), static_cast<std::size_t>(n));
   for (double d : r.device_ns) {
     EXPECT_GE(d, 2 * spin_ns);
@@ -98,7 +107,7 @@ TEST_F(user_device, a_stage_on_the_stream_reports_the_device_time_of_its_work) {
   const auto* spin = stage_of(r, "spin");
   ASSERT_NE(spin, nullptr);
   EXPECT_EQ(spin->calls, static_cast<std::uint64_t>(n));
-  EXPECT_EQ(spin->device_time_method, "cuda_events");
+  EXPECT_EQ(spin->device_time_method, method());
   EXPECT_GE(spin->device_ns / n, spin_ns);
   EXPECT_LE(spin->device_ns / n, spin_ns + slack_ns);
   EXPECT_LT(spin->host_ns / n, spin_ns / 2);  // enqueue only: device time is not host time
@@ -112,7 +121,7 @@ TEST_F(user_device, a_stage_on_the_stream_reports_the_device_time_of_its_work) {
   EXPECT_LE(outer->device_ns / n, spin_ns + slack_ns);
 }
 
-TEST_F(user_device, iterations_must_all_have_a_stream_or_none) {
+TEST_P(user_device, iterations_must_all_have_a_stream_or_none) {
   session& s = *m_session;
   { auto it = s.iteration(stream()); }
   try {
@@ -124,7 +133,7 @@ TEST_F(user_device, iterations_must_all_have_a_stream_or_none) {
   EXPECT_EQ(s.end_case().status, case_status::ok);
 }
 
-TEST_F(user_device, a_stream_of_another_device_is_refused_naming_both) {
+TEST_P(user_device, a_stream_of_another_device_is_refused_naming_both) {
   int count = 0;
   ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
   if (count < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << count << "); the message is unit-tested";
@@ -144,7 +153,7 @@ TEST_F(user_device, a_stream_of_another_device_is_refused_naming_both) {
   (void)cudaStreamDestroy(other);
 }
 
-TEST_F(user_device, memory_marks_read_the_driver) {
+TEST_P(user_device, memory_marks_read_the_driver) {
   session& s = *m_session;
   s.mark_memory("before");
   void* block = nullptr;
@@ -162,7 +171,7 @@ TEST_F(user_device, memory_marks_read_the_driver) {
   EXPECT_EQ(r.details.count("memory.device_in_use"), 0u);
 }
 
-TEST_F(user_device, the_runner_times_calls_on_the_stream_and_waits_for_it) {
+TEST_P(user_device, the_runner_times_calls_on_the_stream_and_waits_for_it) {
   session& s = *m_session;
   offline_options o;
   o.batches = {1};
@@ -175,7 +184,7 @@ TEST_F(user_device, the_runner_times_calls_on_the_stream_and_waits_for_it) {
   });
   const case_record& r = offline.cases.at(0);
   ASSERT_EQ(r.status, case_status::ok) << r.message;
-  EXPECT_EQ(r.device_time_method, "cuda_events");
+  EXPECT_EQ(r.device_time_method, method());
   for (std::size_t i = 0; i < r.device_ns.size(); ++i) {
     EXPECT_GE(r.device_ns[i], spin_ns);
     EXPECT_LE(r.device_ns[i], spin_ns + slack_ns);
@@ -194,7 +203,7 @@ TEST_F(user_device, the_runner_times_calls_on_the_stream_and_waits_for_it) {
   for (double e2e : q.device_ns) EXPECT_GE(e2e, 1e6);
 }
 
-TEST_F(user_device, threads_with_their_own_streams) {
+TEST_P(user_device, threads_with_their_own_streams) {
   session& s = *m_session;
   s.begin_case({{"threads", "2"}});
   const auto work = [&] {
@@ -218,6 +227,9 @@ TEST_F(user_device, threads_with_their_own_streams) {
   EXPECT_EQ(spin->calls, 8u);
   EXPECT_GE(spin->device_ns / 8, spin_ns);
 }
+
+INSTANTIATE_TEST_SUITE_P(clocks, user_device, ::testing::Values(std::string("events"), std::string("cupti")),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 #endif
 
