@@ -297,6 +297,7 @@ class Session(_itera._Session):
                   False: record PyTorch's allocator peaks in cases and in stages made with memory=True
     device_clock  "auto" (CUPTI activity records when the process can use CUPTI, else CUDA events),
                   "cupti" or "events": how stages given a stream take their device time
+                  (docs/user-api.md, "Device clocks")
     """
 
     def __init__(self, name, results_path=None, *, device="auto", version=1, fields=None, label="",

@@ -19,8 +19,8 @@ struct device_choice {
   int index = -1;
   std::string why_host;    // when !cuda: why time is host time only (results say so)
   // When cuda: the device clock of scopes given a stream, as results name it
-  // ("cupti_external_correlation" or "cuda_events"), and why events when CUPTI was asked for by
-  // "auto" and could not be used ("" otherwise).
+  // ("cupti_external_correlation" or "cuda_events"), and why events when "auto" could not use
+  // CUPTI ("" otherwise).
   std::string clock;
   std::string why_events;
   std::shared_ptr<void> cupti;  // holds this process's CUPTI activity collection while a copy lives

@@ -432,7 +432,7 @@ std::unique_ptr<backend> describe_device(const device_choice& device) {
 
 std::unique_ptr<stream_clock> make_stream_clock(const device_choice& device) {
   if (!device.cuda) return nullptr;
-  if (device.cupti) return std::make_unique<cupti_stream_clock>(device.index);
+  if (device.clock == "cupti_external_correlation") return std::make_unique<cupti_stream_clock>(device.index);
   return std::make_unique<event_stream_clock>(device.index);
 }
 

@@ -43,7 +43,8 @@ struct settings {
   double step_us = 1000;
   double max_overhead = 0.01;
   double max_cost_us = 10;  // 1% of a 1-ms step
-  std::string clock = "auto";
+  std::string clock = "events";
+  int scopes = 4;  // 4: the iteration and its three stages; 2: the iteration and compute; 1: the iteration
 };
 
 void spin_host(double us) {
@@ -61,7 +62,7 @@ double median(std::vector<double> v) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--mode host|device] [--steps N] [--rounds R] [--step-us US] [--max-overhead FRACTION] "
-               "[--max-cost-us US] [--clock auto|cupti|events]\n",
+               "[--max-cost-us US] [--clock events|cupti] [--scopes 4|2|1]\n",
                argv0);
   return 2;
 }
@@ -81,8 +82,10 @@ int main(int argc, char** argv) {
     else if (a == "--max-overhead") s.max_overhead = std::atof(v);
     else if (a == "--max-cost-us") s.max_cost_us = std::atof(v);
     else if (a == "--clock") s.clock = v;
+    else if (a == "--scopes") s.scopes = std::atoi(v);
     else return usage(argv[0]);
   }
+  if (s.scopes != 4 && s.scopes != 2 && s.scopes != 1) return usage(argv[0]);
   if ((s.mode != "host" && s.mode != "device") || s.steps < 1 || s.rounds < 1 || !(s.step_us > 0)) return usage(argv[0]);
 
   void* stream = nullptr;
@@ -144,7 +147,16 @@ int main(int argc, char** argv) {
     auto finish = session.make_stage("finish", stream);
     session.begin_case({{"round", std::to_string(round_no++)}});
     const std::int64_t t0 = itera::host_now_ns();
-    for (int i = 0; i < s.steps; ++i) {
+    for (int i = 0; i < s.steps && s.scopes < 4; ++i) {
+      iteration.enter();
+      if (s.scopes == 2) compute.enter();
+      step_work();
+      session.count(itera::user::counter::flops, 1e9);
+      if (s.scopes == 2) compute.exit();
+      step_wait();
+      iteration.exit();
+    }
+    for (int i = 0; i < s.steps && s.scopes == 4; ++i) {
       iteration.enter();
       prepare.enter();
       session.count(itera::user::counter::bytes_read, 4096);
@@ -203,8 +215,8 @@ int main(int argc, char** argv) {
   const bool overhead_ok = overhead <= s.max_overhead, cost_ok = cost_ns * 1e-3 <= s.max_cost_us;
   std::printf("| mode | steps x rounds | scopes/step | bare ms/step | instrumented ms/step | overhead | limit | verdict |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  std::printf("| %s | %d x %d | 4 (%s) | %.4f | %.4f | %+.3f%% | %.2f%% | %s |\n", s.mode.c_str(), s.steps, s.rounds,
-              method.c_str(), b * 1e-6, m * 1e-6, overhead * 100,
+  std::printf("| %s | %d x %d | %d (%s) | %.4f | %.4f | %+.3f%% | %.2f%% | %s |\n", s.mode.c_str(), s.steps, s.rounds,
+              s.scopes, method.c_str(), b * 1e-6, m * 1e-6, overhead * 100,
               s.max_overhead * 100, overhead_ok ? "PASS" : "FAIL");
   std::printf("instrumentation cost per step, from 20000 empty steps x 5 rounds: %.2f us (%.3f%% of a %.0f-us step; "
               "limit %.1f us: %s); from the 1-ms rounds: %.2f us\n",

@@ -9,6 +9,9 @@
 // bounds, one missing the work fails them too, one counting other stages' work fails the upper ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include <string>
 #include <thread>
 
@@ -185,9 +188,15 @@ TEST_P(user_device, the_runner_times_calls_on_the_stream_and_waits_for_it) {
   const case_record& r = offline.cases.at(0);
   ASSERT_EQ(r.status, case_status::ok) << r.message;
   EXPECT_EQ(r.device_time_method, method());
+  // Events time from the iteration's begin event: a host thread descheduled between it and the
+  // launch (seen once at +46 us on the H200) shows in one sample, not in the median.
+  std::vector<double> device = r.device_ns;
+  ASSERT_FALSE(device.empty());
+  std::sort(device.begin(), device.end());
+  EXPECT_LE(device[device.size() / 2], spin_ns + slack_ns);
   for (std::size_t i = 0; i < r.device_ns.size(); ++i) {
     EXPECT_GE(r.device_ns[i], spin_ns);
-    EXPECT_LE(r.device_ns[i], spin_ns + slack_ns);
+    EXPECT_LE(r.device_ns[i], spin_ns + 4 * slack_ns);
     EXPECT_GE(r.host_ns[i], spin_ns);  // the host clock is read after the stream finished (R2)
   }
 

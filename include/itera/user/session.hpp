@@ -65,11 +65,12 @@ struct session_options {
   int version = 1;                // workload_version: bump it when the measured code changes meaning
   std::map<std::string, std::string> fields;  // recipe fields of every case (model, precision.*, ...)
   std::string label;              // written as the context's `command`; "" by default (argv is never read)
-  // How device time is taken for scopes given a stream: "cupti" (CUPTI activity records of the work
-  // launched inside the scope: nothing is put on the stream; every CUDA API call of the process
-  // costs a little more host time while the session is open), "events" (a CUDA event pair on the
-  // stream per scope: about 1.3 us of GPU time each on an H200), or "auto" (cupti when this process
-  // can use CUPTI, else events; the results say which and why).
+  // How device time is taken for scopes given a stream (docs/user-api.md, "Device clocks"):
+  // "cupti" (CUPTI activity records of the work launched inside the scope, on any stream, with the
+  // kernels' own timestamps: nothing is put on the stream; about 1.2 us per scope of a step loop
+  // that waits for each step, H200), "events" (a CUDA event pair on the stream per scope: about
+  // 4.4 us per scope there), or "auto" (cupti when this process can use CUPTI, else events; the
+  // results say which, and why not cupti).
   std::string device_clock = "auto";
 };
 
