@@ -105,6 +105,17 @@ ITERA_API itera_status itera_case_begin(itera_session* session, const char* cons
 ITERA_API itera_status itera_case_set_field(itera_session* session, const char* key, const char* value);
 /* Writes the case. A scope still open fails the case (written, with the reason): ITERA_ERROR_STAGE. */
 ITERA_API itera_status itera_case_end(itera_session* session);
+/* Ends the open case as failed on purpose and writes it: status "failed", `reason` as its message
+ * (your own text, e.g. what went wrong; put no data in it), what it measured kept (samples, stages,
+ * counts, marks) but no statistics or rates. A scope still open is closed and named after the reason;
+ * that is not an error here (ITERA_OK: the case is failed already). ITERA_ERROR_USAGE, with the case
+ * left open, for a NULL or empty reason; ITERA_ERROR_USAGE when no case is open.
+ * Added to ABI 1 after its first release, as was itera_session_case_open: a program calling them
+ * needs a libitera.so.1 that exports them (nm -D). */
+ITERA_API itera_status itera_session_fail_case(itera_session* session, const char* reason);
+/* 1 when a case is open now (begun by itera_case_begin, or by a scope, count or mark), else 0 (also
+ * for NULL). */
+ITERA_API int itera_session_case_open(const itera_session* session);
 
 /* ---- scopes: stages and iterations ---- */
 /* A stage named `name`, timed on `stream` (a cudaStream_t; NULL: host time only). Create once,

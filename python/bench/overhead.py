@@ -9,7 +9,14 @@ instrumented 1-ms step loop runs within 1% of the bare loop").
 2. Step loop: the same loop of 1-ms steps bare and instrumented (an iteration around each step, three
    stages inside, three counts; in torch mode every scope on the current stream), in alternating
    rounds so that drifts of the machine hit both alike; the overhead is the ratio of the median round
-   times, minus one.
+   times, minus one. The session is opened for each instrumented round and closed after it, outside
+   the timing, so the bare rounds run with no session open: with --device-clock cupti (or auto, where
+   CUPTI is usable) CUPTI's activity collection, which makes every CUDA call of the process dearer
+   while a session is open, is off during them (as tests/user/bench_user_overhead.cpp does).
+
+    --device-clock auto|cupti|events   how scopes given a stream take device time (Session(device_clock=)):
+                   "events" puts two CUDA events per scope on the stream, "cupti" nothing; "auto" is
+                   cupti where this process can use CUPTI, else events. The tables name the clock used.
 
     --mode host    a step is 1 ms of host work (a spin on perf_counter_ns); needs nothing but itera
     --mode torch   a step is a chain of matrix products sized to about 1 ms on the GPU. Three loops:
@@ -68,7 +75,7 @@ def per_op_us(body, n, rounds, cases=None):
     return statistics.median(times)
 
 
-def scope_costs(session, n, rounds, stream, torch_session):
+def scope_costs(session, n, rounds, stream, torch_session, device_clock):
     """[(form, us per scope)], the empty loop's cost taken off."""
     def empty(k):
         for _ in range(k):
@@ -102,7 +109,8 @@ def scope_costs(session, n, rounds, stream, torch_session):
             plain()
 
     def module_stage(k):
-        with itera.Session("python_overhead_module", device=session.device if session.device >= 0 else "none") as s:
+        with itera.Session("python_overhead_module", device=session.device if session.device >= 0 else "none",
+                           device_clock=device_clock) as s:
             t0 = time.perf_counter_ns()
             for _ in range(k):
                 with itera.stage("x", stream):
@@ -145,42 +153,59 @@ def scope_costs(session, n, rounds, stream, torch_session):
     return out
 
 
-def step_loop(session, variant, step, steps, rounds, streams, end_round=None):
-    """(bare ms/step, instrumented ms/step, overhead), medians over rounds, rounds alternating.
-    streams: the stream of the iteration and of the stages prepare, compute and finish."""
-    it = session.iteration(streams[0])
-    prepare, compute, finish = (session.stage(n, st) for n, st in zip(("prepare", "compute", "finish"), streams[1:]))
+def step_loop(open_session, variant, step, steps, rounds, streams, end_round=None):
+    """(bare ms/step, instrumented ms/step, overhead, device clock), medians over rounds, rounds
+    alternating, one warm-up round of each first. open_session() opens a session for each
+    instrumented round (outside the timing): the bare rounds run with none open. streams: the stream of
+    the iteration and of the stages prepare, compute and finish."""
+    clock = ["host clock"]
+    counter = [0]
 
     def bare():
+        t0 = time.perf_counter_ns()
         for _ in range(steps):
             step()
         if end_round:
             end_round()
+        return (time.perf_counter_ns() - t0) / steps / 1e6
 
     def instrumented():
-        for _ in range(steps):
-            with it:
-                with prepare:
-                    session.count("items", 1)
-                with compute:
-                    step()
-                    session.count("flops", 1e9)
-                with finish:
-                    session.count("bytes_written", 4096)
-        if end_round:
-            end_round()
+        with open_session() as session:
+            it = session.iteration(streams[0])
+            prepare, compute, finish = (session.stage(n, st)
+                                        for n, st in zip(("prepare", "compute", "finish"), streams[1:]))
+            session.begin_case({"part": variant, "round": counter[0]})
+            counter[0] += 1
+            t0 = time.perf_counter_ns()
+            for _ in range(steps):
+                with it:
+                    with prepare:
+                        session.count("items", 1)
+                    with compute:
+                        step()
+                        session.count("flops", 1e9)
+                    with finish:
+                        session.count("bytes_written", 4096)
+            if end_round:
+                end_round()
+            ms = (time.perf_counter_ns() - t0) / steps / 1e6
+            record = session.end_case()  # reads the device times: outside the timing
+        if record["status"] != "ok" or len(record["samples"]["host_ns"]) != steps:
+            raise SystemExit(f"instrumented round of {variant}: status {record['status']}, "
+                             f"{len(record['samples']['host_ns'])} samples: {record['message']}")
+        if streams[0] is not None:
+            clock[0] = record["device_time_method"]
+        return ms
 
+    bare()  # warm both paths: allocator, page faults, CUPTI's first activation, clocks
+    instrumented()
     bare_ms, inst_ms = [], []
     for r in range(rounds):
-        session.begin_case({"part": variant, "round": r})
-        for fn, into in ((bare, bare_ms), (instrumented, inst_ms)) if r % 2 == 0 else \
-                ((instrumented, inst_ms), (bare, bare_ms)):
-            t0 = time.perf_counter_ns()
-            fn()
-            into.append((time.perf_counter_ns() - t0) / steps / 1e6)
-        session.end_case()  # reads the events: outside the timing
+        order = (bare, instrumented) if r % 2 == 0 else (instrumented, bare)
+        for fn in order:
+            (bare_ms if fn is bare else inst_ms).append(fn())
     b, i = statistics.median(bare_ms), statistics.median(inst_ms)
-    return b, i, i / b - 1
+    return b, i, i / b - 1, clock[0]
 
 
 def torch_steps(step_us):
@@ -225,6 +250,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--step-us", type=float, default=1000.0)
     p.add_argument("--scopes", type=int, default=20000, help="scopes per round of the scope-cost part")
+    p.add_argument("--device-clock", choices=("auto", "cupti", "events"), default="auto",
+                   help="how scopes given a stream take device time (torch mode): Session(device_clock=...)")
     p.add_argument("--max-overhead", type=float, default=0.01)
     p.add_argument("--max-scope-us", type=float, default=5.0)
     p.add_argument("--out", help="write the tables here too (markdown)")
@@ -233,7 +260,6 @@ def main(argv=None):
     if a.steps < 1 or a.rounds < 1 or a.scopes < 1 or a.step_us <= 0:
         p.error("--steps, --rounds, --scopes and --step-us must be positive")
 
-    torch_session = None
     if a.mode == "torch":
         try:
             import torch
@@ -243,36 +269,49 @@ def main(argv=None):
         if not torch.cuda.is_available():
             print("SKIPPED: --mode torch needs a CUDA device PyTorch can use", file=sys.stderr)
             return 77
-        session = itera.Session("python_overhead", device=0, torch_memory=False)
-        torch_session = itera.Session("python_overhead_memory", device=0, torch_memory=True)
-        resolved = torch.cuda.current_stream().cuda_stream or 1
+        def open_session(name="python_overhead", torch_memory=False):
+            return itera.Session(name, device=0, torch_memory=torch_memory, device_clock=a.device_clock)
+
+        # PyTorch's current stream, outside any torch.cuda.stream block: the default stream, handle 0,
+        # which the package passes as cudaStreamLegacy (itera/_streams.py). An int: resolved at no cost.
+        resolved = torch.cuda.current_stream().cuda_stream
         synced, queued, sync, what = torch_steps(a.step_us)
         all_on = (resolved,) * 4
         gpu_on = (resolved, None, resolved, None)
-        # The first is the verdict's: every scope on the stream (8 CUDA events a step), each step ending
-        # in a synchronisation (a request answered, a loss read), so nothing hides the host's cost.
+        # The first is the verdict's: every scope on the stream, each step ending in a synchronisation (a
+        # request answered, a loss read), so nothing hides the host's cost.
         variants = [
-            ("torch, synchronised steps", f"{what}, then synchronize", "4, all on the stream (8 events)", synced,
-             all_on, None),
-            ("torch, synchronised steps", f"{what}, then synchronize", "4, iteration and compute on the stream "
-             "(4 events)", synced, gpu_on, None),
-            ("torch, queued steps", f"{what}, one synchronize a round", "4, all on the stream (8 events)", queued,
-             all_on, sync),
+            ("torch, synchronised steps", f"{what}, then synchronize", "4, all on the stream", synced, all_on, None),
+            ("torch, synchronised steps", f"{what}, then synchronize", "4, iteration and compute on the stream",
+             synced, gpu_on, None),
+            ("torch, queued steps", f"{what}, one synchronize a round", "4, all on the stream", queued, all_on, sync),
         ]
     else:
-        session = itera.Session("python_overhead", device="none")
-        resolved = None
-        variants = [("host", f"{a.step_us:.0f} us host spin", "4 (host clock)", lambda: spin_us(a.step_us),
-                     (None,) * 4, None)]
+        def open_session(name="python_overhead", torch_memory=False):
+            return itera.Session(name, device="none", torch_memory=torch_memory, device_clock=a.device_clock)
 
-    costs = scope_costs(session, a.scopes, max(a.rounds, 5), resolved, torch_session)
+        resolved = None
+        variants = [("host", f"{a.step_us:.0f} us host spin", "4", lambda: spin_us(a.step_us), (None,) * 4, None)]
+
+    try:
+        probe = open_session()  # a clock this process cannot use (cupti under another profiler), said once
+    except itera.Error as e:
+        print(f"--device-clock {a.device_clock}: {e}", file=sys.stderr)
+        return 2
+    backend = probe.backend
+    probe.close()
+
+    with open_session() as session:
+        torch_session = open_session("python_overhead_memory", True) if a.mode == "torch" else None
+        try:
+            costs = scope_costs(session, a.scopes, max(a.rounds, 5), resolved, torch_session, a.device_clock)
+        finally:
+            if torch_session is not None:
+                torch_session.close()
     loops = []
     for i, (name, what, scopes, step, streams, end_round) in enumerate(variants):
-        loops.append((name, what, scopes) + step_loop(session, f"steps{i}", step, a.steps, a.rounds, streams,
-                                                      end_round))
-    session.close()
-    if torch_session is not None:
-        torch_session.close()
+        bare, inst, over, clock = step_loop(open_session, f"steps{i}", step, a.steps, a.rounds, streams, end_round)
+        loops.append((name, what, f"{scopes} ({clock})", bare, inst, over))
 
     scope_us = costs[0][1]
     scope_ok = scope_us <= a.max_scope_us
@@ -280,7 +319,7 @@ def main(argv=None):
     loop_ok = overhead <= a.max_overhead
     lines = [
         f"itera {itera.__version__} (commit {itera.build_info['git_commit'][:12]}), Python "
-        f"{sys.version.split()[0]}, mode {a.mode}, backend {session.backend}",
+        f"{sys.version.split()[0]}, mode {a.mode}, backend {backend}, device clock option {a.device_clock}",
         "",
         f"| scope form ({'stream: the current one' if a.mode == 'torch' else 'no stream'}) | us per scope |",
         "| --- | ---: |",
@@ -305,7 +344,8 @@ def main(argv=None):
             f.write(text)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"mode": a.mode, "steps": a.steps, "rounds": a.rounds, "scope_us": dict(costs),
+            json.dump({"mode": a.mode, "device_clock": a.device_clock, "steps": a.steps, "rounds": a.rounds,
+                       "scope_us": dict(costs),
                        "loops": [dict(zip(("variant", "step", "scopes", "bare_ms_per_step", "instrumented_ms_per_step",
                                            "overhead"), row)) for row in loops],
                        "max_overhead": a.max_overhead, "max_scope_us": a.max_scope_us,

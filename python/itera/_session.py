@@ -247,11 +247,18 @@ class LazyScope:
         return f"<itera {what}, made when entered>"
 
 
+def failure_reason(exc):
+    """The failed case's message for an exception: "<ExceptionType>: <message>" (the type alone when
+    the message is empty), the message cut to 200 characters ("..." then) and kept on one line. The
+    runner's callbacks are described the same way. R18: the message is the program's own text."""
+    return _itera._exception_reason(exc)
+
+
 class Case:
     """``with session.case(...)``: begins a case on entry, ends it on exit; ``record`` then holds it.
-    If the block raises, the case is still ended and written (what it measured is kept) with the
-    recipe field ``python.exception`` set to the exception's type, so that it is never compared with
-    a complete run by mistake; the exception goes on."""
+    If the block raises, the case is ended with ``Session.fail_case``: written with status "failed"
+    and the message "<ExceptionType>: <message>" (failure_reason), keeping what it measured but no
+    statistics, so that it is never compared with a complete run by mistake; the exception goes on."""
 
     def __init__(self, session, axes, warmup, fields):
         self._session = session
@@ -267,18 +274,24 @@ class Case:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        session = self._session
         if exc_type is not None:
-            try:
-                self._session.set_case_field("python.exception", exc_type.__name__)
-            except _itera.Error:
-                pass
+            # Never hide the exception on its way out: a case the block already ended, or a failed
+            # write, leaves the record as the session has it.
+            if session.case_open:
+                try:
+                    self.record = session.fail_case(failure_reason(exc))
+                except Exception:  # noqa: BLE001 - the block's exception is the one to raise
+                    pass
+            if self.record is None and session.cases:
+                self.record = session.cases[-1]
+            return False
         try:
-            self.record = self._session.end_case()
+            self.record = session.end_case()
         except StageError:
-            cases = self._session.cases
+            cases = session.cases
             self.record = cases[-1] if cases else None
-            if exc_type is None:
-                raise
+            raise
         return False
 
 
@@ -341,6 +354,9 @@ class Session(_itera._Session):
     def closed(self):
         return self._closed
 
+    # case_open (a property of the C++ session): True while a case is open, begun by begin_case /
+    # case(), or by a stage, iteration, count or mark outside one.
+
     @property
     def torch_memory(self):
         """True when cases and memory stages record PyTorch's allocator."""
@@ -391,6 +407,17 @@ class Session(_itera._Session):
         self._case_begun = False
         return self._end_case()
 
+    def fail_case(self, reason):
+        """Ends the open case as failed on purpose and returns it: written with status "failed" and
+        `reason` (your own text: what went wrong; no data) as its message, keeping what it measured
+        but no statistics or rates. A stage still open is closed and named after the reason (no
+        StageError: the case is failed already). UsageError when no case is open or the reason is
+        empty. ``with session.case():`` calls it when its block raises."""
+        if self._torch is not None and self._case_begun and self.case_open:
+            self._mark_memory(CASE_MARK, self._torch.case_peak())
+        self._case_begun = False
+        return self._fail_case(str(reason))
+
     def case(self, axes=None, *, warmup=0, fields=None):
         """``with session.case({"batch": 8}, warmup=2) as c:`` ... ``c.record`` after the block."""
         return Case(self, axes, warmup, fields)
@@ -436,10 +463,11 @@ class Session(_itera._Session):
                 if _active[i] is self:
                     del _active[i]
                     break
-        if exc_type is not None and self._case_begun:
+        if exc_type is not None and not self._closed and self.case_open:
+            # The block raised with a case open: that case did not run to its end.
             try:
-                self.set_case_field("python.exception", exc_type.__name__)
-            except _itera.Error:
+                self.fail_case(failure_reason(exc))
+            except Exception:  # noqa: BLE001 - the block's exception is the one to raise
                 pass
         try:
             self.close()

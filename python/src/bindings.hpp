@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,6 +27,14 @@ inline void* to_stream(const stream_arg& s) { return s ? reinterpret_cast<void*>
 // A JSON value as Python objects (dict, list, str, float, ...), through the json module: the same
 // text the results file holds.
 py::object to_python(const ojson& j);
+
+// How a Python exception becomes a failed case's message, for `with session.case()` (through
+// itera._itera._exception_reason) and for the runner's callbacks alike: "<type>: <message>" (the type
+// alone when the message is empty), the message cut to reason_message_chars characters ("..." then)
+// and its line breaks and other control characters turned into spaces, so that one line of a report
+// holds it. R18: the message is the program's own text, kept as it is otherwise. Needs the GIL.
+inline constexpr std::size_t reason_message_chars = 200;
+std::string exception_reason(py::handle type, py::handle value);
 
 // The exception classes, created at import (module.cpp).
 struct exception_types {

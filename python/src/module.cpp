@@ -118,6 +118,23 @@ double number_of(py::handle what, py::handle amount) {
 
 session& session_of(const py::object& self) { return self.cast<session&>(); }
 
+// str(value), its first reason_message_chars characters and "..." when longer; "" when str() itself
+// raises (an exception whose __str__ fails) or gives text that is not UTF-8 (lone surrogates).
+std::string text_of(py::handle value) {
+  if (!value || value.is_none()) return {};
+  auto text = py::reinterpret_steal<py::object>(PyObject_Str(value.ptr()));
+  const auto limit = static_cast<Py_ssize_t>(reason_message_chars);
+  const bool cut = text && PyUnicode_GetLength(text.ptr()) > limit;
+  if (cut) text = py::reinterpret_steal<py::object>(PyUnicode_Substring(text.ptr(), 0, limit));
+  Py_ssize_t size = 0;
+  const char* utf8 = text ? PyUnicode_AsUTF8AndSize(text.ptr(), &size) : nullptr;
+  if (!utf8) {
+    PyErr_Clear();
+    return {};
+  }
+  return std::string(utf8, static_cast<std::size_t>(size)) + (cut ? "..." : "");
+}
+
 py_scope make_scope(const py::object& self, std::string_view name, const stream_arg& stream, bool iteration) {
   session& s = session_of(self);
   py_scope p;
@@ -194,6 +211,19 @@ void bind_session(py::module_& m) {
              }
              return to_python(to_json(r));
            })
+      .def("_fail_case",
+           [](session& s, const std::string& reason) {
+             case_record r;
+             {
+               py::gil_scoped_release free;
+               r = s.fail_case(reason);
+             }
+             return to_python(to_json(r));
+           },
+           py::arg("reason"))
+      .def_property_readonly("case_open", [](const session& s) { return s.case_open(); },
+                             "True while a case is open: begun by begin_case / case(), or by a stage, iteration, "
+                             "count or mark outside one.")
       .def("set_field", &session::set_field, py::arg("key"), py::arg("value"),
            "A recipe field of every case ended from now on (model, precision.weights, ...).")
       .def("set_case_field", &session::set_case_field, py::arg("key"), py::arg("value"),
@@ -238,6 +268,27 @@ void bind_session(py::module_& m) {
 
 const exception_types& exceptions() { return g_exceptions; }
 
+std::string exception_reason(py::handle type, py::handle value) {
+  std::string name = "exception";
+  if (type && !type.is_none()) {
+    if (PyObject* n = PyObject_GetAttrString(type.ptr(), "__name__")) {
+      Py_ssize_t size = 0;
+      if (const char* utf8 = PyUnicode_Check(n) ? PyUnicode_AsUTF8AndSize(n, &size) : nullptr)
+        name.assign(utf8, static_cast<std::size_t>(size));
+      Py_DECREF(n);
+    }
+    PyErr_Clear();
+  }
+  std::string text = text_of(value);
+  // One line: line breaks, tabs and other control characters become spaces (bytes below 0x20 and
+  // 0x7f are never part of a multi-byte UTF-8 sequence).
+  for (char& ch : text)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
+  const auto first = text.find_first_not_of(' ');
+  text = first == std::string::npos ? std::string() : text.substr(first, text.find_last_not_of(' ') - first + 1);
+  return text.empty() ? name : name + ": " + text;
+}
+
 py::object to_python(const ojson& j) {
   return py::module_::import("json").attr("loads")(py::str(j.dump()));
 }
@@ -263,6 +314,10 @@ PYBIND11_MODULE(_itera, m) {
   info["cuda_toolkit"] = std::string(b.cuda_toolkit);
   info["cuda_architectures"] = std::string(b.cuda_architectures);
   m.attr("build_info") = info;
+  m.def("_exception_reason",
+        [](py::handle exc) { return exception_reason(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr()))), exc); },
+        py::arg("exc"), "The failed case's message for an exception: '<type>: <message>', the message cut to 200 "
+                        "characters (the runner's callbacks and `with session.case()` alike).");
   m.attr("device_auto") = itera::user::device_auto;
   m.attr("device_none") = itera::user::device_none;
 }

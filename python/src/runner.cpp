@@ -42,19 +42,7 @@ struct callback_box {
   std::atomic<bool> stop{false};
 };
 
-std::string describe(py::error_already_set& e) {
-  std::string type = "exception";
-  try {
-    type = py::str(e.type().attr("__name__"));
-  } catch (...) {
-  }
-  std::string text;
-  try {
-    text = py::str(e.value());
-  } catch (...) {
-  }
-  return text.empty() ? type : type + ": " + text;
-}
+std::string describe(py::error_already_set& e) { return exception_reason(e.type(), e.value()); }
 
 // The C++ callback around a Python callable. Builds no Python object without the GIL, and lets no
 // Python exception object cross into the runner (it may destroy it on a thread without the GIL).

@@ -127,6 +127,25 @@ def test_server_callback_failure_names_the_request():
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
+def test_a_callback_exception_is_described_as_a_raising_case_block_is():
+    # One rule for both (itera._session.failure_reason): "<type>: <message>", one line, 200 characters.
+    long_text = "y" * 300 + "\nmore"
+
+    def raises(call):
+        raise ValueError(long_text)
+
+    with itera.Session("reason", device="none") as s:
+        summary = s.run_single_stream(raises, requests=3, warmup_requests=0, raise_on_failure=False)
+        with pytest.raises(ValueError):
+            with s.case({"block": 1}) as c:
+                raise ValueError(long_text)
+    reason = "ValueError: " + "y" * 200 + "..."
+    assert c.record["message"] == reason
+    message = summary.cases[0]["message"]
+    assert message.startswith("the callback failed on request 0: " + reason + ";"), message
+    assert "\n" not in message
+
+
 def test_keyboard_interrupt_stops_the_run_and_is_raised_again():
     calls = []
 

@@ -268,22 +268,114 @@ def test_threads_record_into_their_own_lanes_and_the_case_merges_them():
     assert r["details"]["threads"] == "4"
 
 
-def test_a_case_block_that_raises_is_still_written_and_marked(tmp_path):
+def test_a_case_block_that_raises_fails_the_case_with_the_exception_and_keeps_what_it_measured(tmp_path):
     path = tmp_path / "raised.jsonl"
     with itera.Session("app", path, device="none") as s:
         with pytest.raises(ZeroDivisionError):
             with s.case({"batch": 2}) as c:
-                with s.iteration():
-                    with s.stage("step"):
-                        1 / 0
-        with s.case({"batch": 4}):
+                for _ in range(3):
+                    with s.iteration():
+                        with s.stage("step"):
+                            s.count("images", 2)
+                1 / 0
+        assert not s.case_open
+        with s.case({"batch": 4}) as ok:
             with s.iteration():
                 pass
     lines = read_lines(path)
     assert [l.get("axes") for l in lines[1:]] == [{"batch": "2"}, {"batch": "4"}]
-    assert c.record["fields"]["python.exception"] == "ZeroDivisionError"
-    assert stage_of(c.record, "step")["calls"] == 1  # what it measured is kept
-    assert "python.exception" not in lines[2]["fields"]
+    failed = lines[1]
+    assert failed == c.record
+    assert failed["status"] == "failed"
+    assert failed["message"] == "ZeroDivisionError: division by zero"
+    assert "python.exception" not in failed["fields"]  # the reason is the case's message now
+    assert stage_of(failed, "step")["calls"] == 3  # what it measured is kept
+    assert len(failed["samples"]["host_ns"]) == 3 and metric_of(failed, "count/images") == 6
+    assert failed["stats"] == {}  # but no statistics: never compared with a complete run
+    assert ok.record["status"] == "ok" and lines[2]["status"] == "ok"
+
+
+def test_the_reason_of_a_raising_block_is_one_line_cut_to_200_characters():
+    class Custom(Exception):
+        pass
+
+    with itera.Session("app", device="none") as s:
+        with pytest.raises(Custom):
+            with s.case({"what": "long"}) as long_case:
+                raise Custom("x" * 500 + "\nsecond line")
+        with pytest.raises(KeyError):
+            with s.case({"what": "empty"}) as empty_case:
+                raise KeyError()
+        with pytest.raises(RuntimeError):
+            with s.case({"what": "lines"}) as lines_case:
+                raise RuntimeError("first\tline\nsecond line\n")
+    assert long_case.record["message"] == "Custom: " + "x" * 200 + "..."
+    assert empty_case.record["message"] == "KeyError"  # the type alone when there is no message
+    assert lines_case.record["message"] == "RuntimeError: first line second line"
+    assert itera._session.failure_reason(ValueError("é" * 300)) == "ValueError: " + "é" * 200 + "..."
+
+
+def test_a_raising_block_with_a_stage_left_open_still_raises_its_own_exception():
+    with itera.Session("app", device="none") as s:
+        with pytest.raises(ValueError, match="the real problem"):
+            with s.case({"batch": 1}) as c:
+                left_open = s.stage("decode")
+                left_open.enter()  # left open: named after the reason, no StageError
+                raise ValueError("the real problem")
+        assert left_open.is_open  # the scope outlives its case; exiting it now says so
+        with pytest.raises(itera.StageError, match="still open when its case ended"):
+            left_open.exit()
+    assert c.record["status"] == "failed"
+    assert c.record["message"].startswith("ValueError: the real problem; and ")
+    assert "stage 'decode' was never exited" in c.record["message"]
+
+
+def test_a_block_that_ends_its_case_and_then_raises_fails_nothing_else():
+    with itera.Session("app", device="none") as s:
+        with pytest.raises(OSError):
+            with s.case({"batch": 1}) as c:
+                s.end_case()
+                raise OSError("after the end")
+        assert not s.case_open
+    assert c.record["status"] == "ok" and s.cases == [c.record]
+
+
+def test_fail_case_and_case_open(tmp_path):
+    path = tmp_path / "failed.jsonl"
+    with itera.Session("app", path, device="none") as s:
+        assert s.case_open is False
+        with pytest.raises(itera.UsageError, match="no case is open to fail"):
+            s.fail_case("nothing open")
+        s.begin_case({"batch": 1}, warmup=1)
+        assert s.case_open is True
+        for _ in range(1 + 2):
+            with s.iteration():
+                s.count("items", 1)
+        with pytest.raises(itera.UsageError, match="fail_case needs a reason"):
+            s.fail_case("")
+        assert s.case_open  # refused: still open
+        record = s.fail_case("the answer was wrong")
+        assert not s.case_open
+        s.count("items", 1)  # a count outside a case begins one with no axes
+        assert s.case_open
+    assert not s.case_open  # closing ended it
+    assert record["status"] == "failed" and record["message"] == "the answer was wrong"
+    assert len(record["samples"]["host_ns"]) == 2 and record["warmup"]["count"] == 1
+    assert [l["status"] for l in read_lines(path)[1:]] == ["failed", "ok"]
+
+
+def test_a_session_block_that_raises_fails_the_open_case(tmp_path):
+    path = tmp_path / "session_raised.jsonl"
+    with pytest.raises(RuntimeError):
+        with itera.Session("app", path, device="none") as s:
+            s.begin_case({"batch": 1})
+            with s.iteration():
+                pass
+            raise RuntimeError("stopped halfway")
+    (case,) = read_lines(path)[1:]
+    assert case["status"] == "failed" and case["message"] == "RuntimeError: stopped halfway"
+    assert len(case["samples"]["host_ns"]) == 1
+    assert s.closed
 
 
 def test_the_results_hold_labels_and_numbers_only(tmp_path):

@@ -140,6 +140,25 @@ def test_allocator_peaks_per_stage_and_per_case():
 
 
 @cuda
+def test_a_case_failed_by_an_exception_keeps_its_allocator_peak_and_device_times():
+    with itera.Session("fail", device=0, torch_memory=True) as s:
+        stage = s.stage("alloc", torch.cuda.default_stream())  # handle 0: timed as cudaStreamLegacy
+        with pytest.raises(RuntimeError, match="pretend OOM"):
+            with s.case({"what": "oom"}) as c:
+                with s.iteration(0):
+                    with stage:
+                        t = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda")
+                        t.fill_(1)
+                        del t
+                raise RuntimeError("pretend OOM")
+    r = c.record
+    assert r["status"] == "failed" and r["message"] == "RuntimeError: pretend OOM"
+    assert metric_of(r, "memory/mark/torch.peak/allocator") >= 64 * MiB
+    assert stage_of(r, "alloc")["device_ns"] > 0
+    assert r["samples"]["device_ns"][0] > 0
+
+
+@cuda
 def test_the_runner_times_each_call_on_the_stream(gpu_session):
     s = gpu_session
     x = torch.randn(1024, 1024, device="cuda")

@@ -223,6 +223,19 @@ itera_status itera_case_end(itera_session* s) {
   return guard([&] { (void)need(s, "session").s.end_case(); });
 }
 
+itera_status itera_session_fail_case(itera_session* s, const char* reason) {
+  return guard([&] { (void)need(s, "session").s.fail_case(need_text(reason, "the reason")); });
+}
+
+int itera_session_case_open(const itera_session* s) {
+  if (s == nullptr) return 0;
+  try {
+    return s->s.case_open() ? 1 : 0;
+  } catch (...) {  // a session moved from: none here, but nothing may escape a C function
+    return 0;
+  }
+}
+
 itera_status itera_scope_create(itera_session* s, const char* name, void* stream, itera_scope** out) {
   return guard([&] {
     need(out, "the scope output pointer");

@@ -47,6 +47,9 @@ void check_stream(void* stream, const device_choice& device);
 // usage_error unless `clock` is "auto", "cupti" or "events" (session_options::device_clock).
 void check_clock_choice(const std::string& clock);
 
+// cudaStreamLegacy or cudaStreamPerThread: a stream whose device is the calling thread's current one.
+bool is_default_stream(void* stream);
+
 // The message for a stream on device `stream_dev` given to a session on `session_dev`.
 std::string other_device_message(int stream_dev, int session_dev);
 

@@ -400,8 +400,24 @@ void check_stream(void* stream, const device_choice& device) {
     throw usage_error(fmt::format("a stream was given to a session that records host time only ({}); open the session "
                                   "on the stream's device (session_options::device) or pass no stream",
                                   device.why_host));
+  if (is_default_stream(stream)) {
+    // The legacy and per-thread default streams belong to whatever device is current on the
+    // calling thread when work is launched on them.
+    int current = -1;
+    check(cudaGetDevice(&current), "cudaGetDevice");
+    if (current != device.index)
+      throw device_error(fmt::format("the default stream given is the one of CUDA device {} (current on this thread), "
+                                     "but the session records device {}: call cudaSetDevice({}) "
+                                     "(torch.cuda.set_device({})) on this thread first, or open the session on device {}",
+                                     current, device.index, device.index, device.index, current));
+    return;
+  }
   const int d = stream_device(stream);
   if (d != device.index) throw device_error(other_device_message(d, device.index));
+}
+
+bool is_default_stream(void* stream) {
+  return stream == static_cast<void*>(cudaStreamLegacy) || stream == static_cast<void*>(cudaStreamPerThread);
 }
 
 void synchronize_stream(void* stream) {

@@ -1,4 +1,6 @@
 // The user API's device side without CUDA: every session records host time, and says so.
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
@@ -22,7 +24,11 @@ device_choice choose_device(int requested, const std::string& clock) {
 
 int stream_device(void*) { throw device_error("itera was built without CUDA: it cannot tell a stream's device"); }
 
-void check_stream(void*, const device_choice&) {}  // the stream is not used: host time, said in the results
+void check_stream(void*, const device_choice&) {}
+
+bool is_default_stream(void* stream) {
+  return stream == reinterpret_cast<void*>(std::uintptr_t{1}) || stream == reinterpret_cast<void*>(std::uintptr_t{2});
+}  // the stream is not used: host time, said in the results
 
 void synchronize_stream(void*) {}
 

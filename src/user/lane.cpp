@@ -77,7 +77,8 @@ void lane::enter(scope& sc) {
   void* stream = sc.m_stream;
   if (stream != nullptr && stream != m_checked_stream) {
     check_stream(stream, m_device);
-    m_checked_stream = stream;
+    // A default stream's device is the thread's current one, which may change: checked every time.
+    if (!is_default_stream(stream)) m_checked_stream = stream;
   }
   if (stream != nullptr && !m_clock) m_owner.note_stream_ignored();
   void* timed_stream = m_clock ? stream : nullptr;

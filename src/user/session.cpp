@@ -246,7 +246,18 @@ void session_state::write(const case_record& r) {
   }
 }
 
-case_record session_state::end_case(const case_finish* finish) {
+case_record session_state::fail_case(std::string reason) {
+  if (reason.empty())
+    throw usage_error(fmt::format("session '{}': fail_case needs a reason (the case's message): say why it failed, "
+                                  "e.g. the exception's type and message",
+                                  m_options.name));
+  if (!case_open())
+    throw usage_error(fmt::format("session '{}': no case is open to fail (fail_case ends the open case as failed)",
+                                  m_options.name));
+  return end_case(nullptr, &reason);
+}
+
+case_record session_state::end_case(const case_finish* finish, const std::string* failure) {
   const std::lock_guard lock(m_mutex);
   if (!m_case_open.load(std::memory_order_relaxed))
     throw usage_error(fmt::format("session '{}': no case is open to end", m_options.name));
@@ -340,6 +351,10 @@ case_record session_state::end_case(const case_finish* finish) {
     r.status = case_status::failed;
     r.message = finish->message;
   }
+  if (failure) {
+    r.status = case_status::failed;
+    r.message = *failure;
+  }
   if (!problems.empty()) {
     std::string text;
     for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
@@ -414,7 +429,7 @@ case_record session_state::end_case(const case_finish* finish) {
   m_keys.insert(r.axes_key());
   m_cases.push_back(r);
   write(r);
-  if (!problems.empty() && !finish)
+  if (!problems.empty() && !finish && !failure)
     throw stage_error(fmt::format("case {} of '{}': {} (the case was written as failed, with what it measured)",
                                   axes_text(r.axes), r.workload, r.message));
   return r;
@@ -558,6 +573,8 @@ void session::begin_case(axis_list axes, std::size_t warmup_iterations) {
 void session::set_field(const std::string& key, const std::string& value) { live(m_state).set_field(key, value); }
 void session::set_case_field(const std::string& key, const std::string& value) { live(m_state).set_case_field(key, value); }
 case_record session::end_case() { return live(m_state).end_case(); }
+case_record session::fail_case(std::string reason) { return live(m_state).fail_case(std::move(reason)); }
+bool session::case_open() const { return live(m_state).case_open(); }
 void session::close() {
   if (m_state) m_state->close();
 }

@@ -156,7 +156,11 @@ class session_state : public std::enable_shared_from_this<session_state> {
   void begin_case(axis_list axes, std::size_t warmup, bool runner = false);
   void set_case_field(const std::string& key, const std::string& value);
   void set_field(const std::string& key, const std::string& value);
-  case_record end_case(const case_finish* finish = nullptr);
+  // Ends the open case and writes it. `finish`: the runner's figures; `failure`: the case fails on
+  // purpose with that message (session::fail_case). Scopes still open fail the case too, named
+  // after any message; only a plain end_case then throws stage_error.
+  case_record end_case(const case_finish* finish = nullptr, const std::string* failure = nullptr);
+  case_record fail_case(std::string reason);
   bool case_open() const { return m_case_open.load(std::memory_order_acquire); }
   void close();
   void discard_recorded();  // runner: drops what warm-up calls recorded in every lane

@@ -223,6 +223,61 @@ int main(int argc, char** argv) {
   EXPECT_STATUS(itera_session_close(s), ITERA_ERROR_STAGE, "stage 'left-open' was never exited");
   itera_scope_destroy(open_stage); /* outlives its session: destroying it is still safe */
 
+  /* A case failed on purpose: written as failed with the reason, what it measured kept; a scope
+   * still open is named after the reason, and is no error here. */
+  itera_session_options_init(&o);
+  o.name = "c-api-fail";
+  o.device = ITERA_DEVICE_NONE;
+  o.results_path = path_in(dir, "c_api_fail.jsonl");
+  OK(itera_session_open(&o, &s));
+  EXPECT(itera_session_case_open(s) == 0);
+  EXPECT(itera_session_case_open(NULL) == 0);
+  EXPECT_STATUS(itera_session_fail_case(s, "nothing to fail"), ITERA_ERROR_USAGE, "no case is open to fail");
+  const char* fail_names[] = {"batch"};
+  const char* fail_values[] = {"8"};
+  OK(itera_case_begin(s, fail_names, fail_values, 1, 0));
+  EXPECT(itera_session_case_open(s) == 1);
+  itera_scope *fail_iteration = NULL, *fail_stage = NULL;
+  OK(itera_iteration_create(s, NULL, &fail_iteration));
+  OK(itera_scope_create(s, "decode", NULL, &fail_stage));
+  for (int i = 0; i < 3; ++i) {
+    OK(itera_scope_enter(fail_iteration));
+    sleep_us(100);
+    OK(itera_count(s, ITERA_COUNT_IMAGES, 1));
+    OK(itera_scope_exit(fail_iteration));
+  }
+  OK(itera_scope_enter(fail_stage));
+  EXPECT_STATUS(itera_session_fail_case(s, NULL), ITERA_ERROR_USAGE, "the reason is NULL");
+  EXPECT_STATUS(itera_session_fail_case(s, ""), ITERA_ERROR_USAGE, "fail_case needs a reason");
+  EXPECT(itera_session_case_open(s) == 1); /* refused: the case is still open */
+  OK(itera_session_fail_case(s, "decoder returned garbage"));
+  EXPECT(itera_session_case_open(s) == 0);
+  EXPECT_STATUS(itera_session_fail_case(s, "again"), ITERA_ERROR_USAGE, "no case is open to fail");
+  EXPECT_STATUS(itera_scope_exit(fail_stage), ITERA_ERROR_STAGE, "still open when its case ended");
+  OK(itera_count(s, ITERA_COUNT_ITEMS, 1)); /* begins a case with no axes */
+  EXPECT(itera_session_case_open(s) == 1);
+  itera_scope_destroy(fail_stage);
+  itera_scope_destroy(fail_iteration);
+  OK(itera_session_close(s));
+  {
+    FILE* f = fopen(o.results_path, "r");
+    EXPECT(f != NULL);
+    char line[16384];
+    int failed_lines = 0, ok_lines = 0;
+    while (f && fgets(line, sizeof line, f)) {
+      if (strstr(line, "\"status\":\"failed\"")) {
+        ++failed_lines;
+        EXPECT(strstr(line, "\"message\":\"decoder returned garbage; and stage 'decode' was never exited") != NULL);
+        EXPECT(strstr(line, "\"batch\":\"8\"") != NULL);
+        EXPECT(strstr(line, "\"count/images\"") != NULL); /* what it measured is kept */
+      } else if (strstr(line, "\"status\":\"ok\"")) {
+        ++ok_lines;
+      }
+    }
+    if (f) fclose(f);
+    EXPECT(failed_lines == 1 && ok_lines == 1);
+  }
+
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -195,6 +195,69 @@ TEST(user_session, a_stage_never_exited_fails_its_case_which_is_written_with_wha
   EXPECT_EQ(set.cases[1].status, case_status::ok);
 }
 
+TEST(user_session, fail_case_writes_the_case_as_failed_with_the_reason_and_what_it_measured) {
+  const auto path = scratch("failed.jsonl");
+  session s(host_options(path.string()));
+  EXPECT_FALSE(s.case_open());
+  expect_error<usage_error>([&] { s.fail_case("nothing open"); }, "no case is open to fail");
+  s.begin_case({{"batch", "8"}}, 1);
+  EXPECT_TRUE(s.case_open());
+  for (int i = 0; i < 1 + 3; ++i) {
+    auto it = s.iteration();
+    auto decode = s.stage("decode");
+    s.count(counter::images, 8);
+    busy_us(100);
+  }
+  s.mark_memory("buffers", 4096);
+  expect_error<usage_error>([&] { s.fail_case(""); }, "fail_case needs a reason");
+  EXPECT_TRUE(s.case_open());  // refused: the case stays open, nothing written
+  const case_record r = s.fail_case("RuntimeError: the decoder returned garbage");
+  EXPECT_FALSE(s.case_open());
+  EXPECT_EQ(r.status, case_status::failed);
+  EXPECT_EQ(r.message, "RuntimeError: the decoder returned garbage");
+  EXPECT_EQ(r.host_ns.size(), 3u);  // the samples taken are kept (warm-up excluded)
+  EXPECT_EQ(r.warmup_count, 1u);
+  EXPECT_EQ(r.stop_reason, "user_loop");
+  EXPECT_EQ(stage_of(r, "decode")->calls, 3u);
+  EXPECT_EQ(metric_of(r, "count/images"), 24.0);
+  EXPECT_EQ(metric_of(r, "memory/mark/buffers/allocator"), 4096.0);
+  EXPECT_FALSE(r.device_stats.has_value());  // no derived figures for a failed case
+  EXPECT_EQ(r.find_metric("throughput/images_per_s"), nullptr);
+  expect_error<usage_error>([&] { s.fail_case("again"); }, "no case is open to fail");
+  expect_error<usage_error>([&] { s.begin_case({{"batch", "8"}}); }, "already recorded");  // it was recorded
+  // A count begins a case with no axes: open again.
+  s.count(counter::items, 1);
+  EXPECT_TRUE(s.case_open());
+  EXPECT_EQ(s.end_case().status, case_status::ok);
+  s.close();
+  EXPECT_FALSE(s.case_open());
+  const result_set set = read_results(path.string());
+  ASSERT_EQ(set.cases.size(), 2u);
+  EXPECT_EQ(set.cases[0].status, case_status::failed);
+  EXPECT_EQ(set.cases[0].message, r.message);
+  EXPECT_EQ(set.cases[0].host_ns.size(), 3u);
+  EXPECT_EQ(set.cases[1].status, case_status::ok);
+}
+
+TEST(user_session, fail_case_names_a_stage_left_open_after_the_reason_without_throwing) {
+  session s(host_options());
+  s.begin_case({{"batch", "2"}});
+  { auto it = s.iteration(); }
+  auto forgotten = s.stage("decode");
+  busy_us(200);
+  case_record r;
+  EXPECT_NO_THROW(r = s.fail_case("out of memory"));
+  EXPECT_EQ(r.status, case_status::failed);
+  // The same path as end_case's "never exited" failure: the reason first, then the problem.
+  EXPECT_EQ(r.message.rfind("out of memory; and ", 0), 0u) << r.message;
+  EXPECT_NE(r.message.find("stage 'decode' was never exited"), std::string::npos) << r.message;
+  const auto* decode = stage_of(r, "decode");
+  ASSERT_NE(decode, nullptr);
+  EXPECT_GE(decode->host_ns, 2e5);  // closed and timed up to the end of the case
+  expect_error<stage_error>([&] { forgotten.exit(); }, "still open when its case ended");
+  EXPECT_EQ(s.cases().size(), 1u);
+}
+
 TEST(user_session, destroying_an_outer_scope_first_closes_the_inner_one_and_fails_the_case) {
   session s(host_options());
   auto* outer = new scope(s.stage("outer"));

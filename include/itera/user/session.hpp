@@ -141,6 +141,16 @@ class session {
   // Ends the open case and writes it. A stage still open fails the case, which is written with
   // what was recorded and the reason, then stage_error is thrown. usage_error when no case is open.
   case_record end_case();
+  // Ends the open case as failed on purpose (an exception in the measured code, a wrong result, a
+  // run abandoned): the case is written with status failed and `reason` as its message, keeping
+  // what it measured (samples, stages, counts, memory marks) but no statistics or rates, so that
+  // `itera compare` never takes it for a complete run. `reason` is the caller's own text (R18: put
+  // no data in it). A stage still open is closed and named after the reason ("...; and stage 'x'
+  // was never exited"), as end_case does, but nothing is thrown for it: the case is failed already.
+  // usage_error, with the case left open, when no case is open or the reason is empty.
+  case_record fail_case(std::string reason);
+  // Whether a case is open now: begun by begin_case, or by a stage, iteration, count or mark.
+  bool case_open() const;
   // Ends the open case (when it recorded anything) and closes the file. Idempotent.
   void close();
 
