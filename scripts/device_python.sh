@@ -217,12 +217,15 @@ with itera.Session('probe') as s:
 
   begin "overhead benchmark"
   (cd "$work" && timeout "$(limit 90)" python3 "$root/python/bench/overhead.py" --mode torch --steps 500 --rounds 7 \
-     --out "$work/overhead_torch.md") >>"$log" 2>&1
+     --device-clock cupti --out "$work/overhead_torch.md") >>"$log" 2>&1
   local oh_torch=$?
+  (cd "$work" && timeout "$(limit 90)" python3 "$root/python/bench/overhead.py" --mode torch --steps 500 --rounds 7 \
+     --device-clock events --out "$work/overhead_torch_events.md") >>"$log" 2>&1
+  local oh_events=$?
   (cd "$work" && timeout "$(limit 40)" python3 "$root/python/bench/overhead.py" --mode host --steps 500 --rounds 5 \
      --out "$work/overhead_host.md") >>"$log" 2>&1
   local oh_host=$?
-  cat "$work"/overhead_torch.md "$work"/overhead_host.md >"$out/overhead.md" 2>/dev/null
+  cat "$work"/overhead_torch.md "$work"/overhead_torch_events.md "$work"/overhead_host.md >"$out/overhead.md" 2>/dev/null
   row() {  # the step-loop rows of an overhead table, compacted
     python3 - "$work/overhead_$1.md" <<'PY' 2>/dev/null
 import sys
@@ -232,9 +235,14 @@ print("; ".join(f"{r[0]}, {r[3]}: {r[4]} -> {r[5]} ms/step, {r[6]} ({r[10]})" fo
       + (f"; scope {rows[0][8]}" if rows else ""))
 PY
   }
-  result[overhead_torch]="$(row torch) (exit $oh_torch)"
+  result[overhead_torch]="CUPTI: $(row torch) (exit $oh_torch)"
+  result[overhead_torch_events]="CUDA events: $(row torch_events) (exit $oh_events)"
   result[overhead_host]="$(row host) (exit $oh_host)"
 
+  if [ -n "${ITERA_PY_SKIP_EXAMPLES:-}" ]; then
+    result[pipeline]="skipped (ITERA_PY_SKIP_EXAMPLES)"
+    result[lora]="skipped (ITERA_PY_SKIP_EXAMPLES)"
+  else
   begin "test images: itera data images"
   "$itera" data images --out "$work/images" --sizes 224,448,768,1280x720 --count 2 --requests 16 >>"$log" 2>&1
 
@@ -254,10 +262,11 @@ PY
   "$itera" report "$out/lora.jsonl" >"$out/report_lora.md" 2>>"$log"
   report_rc=$?
   result[lora]="$(cases "$out/lora.jsonl") (exit $lora_rc; itera report exit $report_rc), $(took)"
+  fi
 
   {
     printf '| step | result |\n| --- | --- |\n'
-    for k in build import pytest overhead_torch overhead_host pipeline lora; do
+    for k in build import pytest overhead_torch overhead_torch_events overhead_host pipeline lora; do
       printf '| %s | %s |\n' "$k" "${result[$k]:-not run}"
     done
     printf '\nLoRA, per case (from the example):\n\n'

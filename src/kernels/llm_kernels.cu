@@ -82,6 +82,15 @@ __global__ void embed_kernel(const std::int32_t* tokens, const bf16* table, floa
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = __bfloat162float(row[i]);
 }
 
+__global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values, float* x, std::int64_t hidden) {
+  grid_dependents_launch();
+  grid_dependency_wait();
+  const std::int64_t i = blockIdx.x;
+  const bf16* in = values + i * hidden;
+  float* out = x + static_cast<std::int64_t>(rows[i]) * hidden;
+  for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) out[j] = __bfloat162float(in[j]);
+}
+
 constexpr int rms_threads = 512;
 constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers between the two passes
 
@@ -722,6 +731,12 @@ void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t
   if (count == 0) return;
   fill_init_kernel<<<blocks_for(count), block_threads, 0, stream>>>(out, count, init_kind, seed);
   ITERA_CUDA_CHECK_LAUNCH();
+}
+
+void scatter_rows(const std::int32_t* rows, const bf16* values, float* x, std::int64_t count, std::int64_t hidden,
+                  cudaStream_t stream) {
+  if (count <= 0) return;
+  launch(scatter_rows_kernel, static_cast<unsigned>(count), block_threads, 0, stream, rows, values, x, hidden);
 }
 
 void embed(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t rows, std::int64_t hidden,

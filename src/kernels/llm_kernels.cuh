@@ -27,6 +27,11 @@ void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t
 void embed(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t rows, std::int64_t hidden,
            std::int64_t vocab, cudaStream_t stream);
 
+// x[rows[i]][:] = values[i][:] widened to fp32, for i < count: given input vectors (a multimodal
+// model's image tokens) over the embedded tokens.
+void scatter_rows(const std::int32_t* rows, const bf16* values, float* x, std::int64_t count, std::int64_t hidden,
+                  cudaStream_t stream);
+
 // out[r] = bf16(weight * x[in_row] / sqrt(mean(x[in_row]^2) + eps)), in_row = r * in_stride + in_offset.
 void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const bf16* weight, bf16* out,
               std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream);

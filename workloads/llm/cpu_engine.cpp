@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
+#include "workloads/gemm/numeric.hpp"
 
 namespace itera::llm {
 
@@ -43,6 +44,19 @@ void cpu_engine::stage_prompts(std::span<const std::int32_t> ids) {
     if (ids[i] < 0 || ids[i] >= vocab)
       throw usage_error(fmt::format("llm cpu engine: token {} at {} is outside the vocabulary 0..{}", ids[i], i, vocab - 1));
   m_staged.assign(ids.begin(), ids.end());
+  m_input_rows.clear();
+  m_input_values.clear();
+}
+
+void cpu_engine::stage_embeddings(const embedding_rows& e) {
+  if (e.on_device)
+    throw usage_error("llm cpu engine: embedding rows on a device were given to the cpu engine: copy them to the host");
+  check_embedding_rows(e.rows, static_cast<std::int64_t>(m_staged.size()), "llm cpu engine");
+  const std::int64_t hidden = m_weights->config.hidden;
+  if (!e.rows.empty() && e.values == nullptr) throw usage_error("llm cpu engine: embedding rows without values");
+  m_input_rows.assign(e.rows.begin(), e.rows.end());
+  m_input_values.resize(e.rows.size() * static_cast<std::size_t>(hidden));
+  for (std::size_t i = 0; i < m_input_values.size(); ++i) m_input_values[i] = gemm::numeric::bf16_to_float(e.values[i]);
 }
 
 void cpu_engine::prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) {
@@ -61,7 +75,11 @@ void cpu_engine::prefill_staged(std::int64_t first, std::int64_t count, std::int
     const auto* p = m_staged.data() + i * prompt_len;
     tokens.emplace_back(p, p + prompt_len);
   }
-  const auto logits = m_model.forward(seqs, tokens, logits_for::last_position);
+  const reference_model::row_inputs inputs{m_input_rows, m_input_values};
+  const auto logits =
+      m_model.forward(seqs, tokens, logits_for::last_position, m_input_rows.empty() ? nullptr : &inputs);
+  m_input_rows.clear();
+  m_input_values.clear();
   for (std::int64_t i = 0; i < count; ++i) {
     m_next[static_cast<std::size_t>(first + i)] = argmax(logits[static_cast<std::size_t>(i)]);
     m_busy[static_cast<std::size_t>(first + i)] = true;

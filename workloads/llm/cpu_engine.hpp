@@ -28,6 +28,7 @@ class cpu_engine final : public engine {
   engine_memory memory() const override;
   std::string precision_note() const override;
   void stage_prompts(std::span<const std::int32_t> ids) override;
+  void stage_embeddings(const embedding_rows& rows) override;
   void prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) override;
   void decode(std::int64_t rows) override;
   void release(std::int64_t slot) override;
@@ -44,6 +45,8 @@ class cpu_engine final : public engine {
   std::vector<bool> m_busy;
   std::vector<std::int32_t> m_next;
   std::vector<std::int32_t> m_staged;
+  std::vector<std::int64_t> m_input_rows;  // stage_embeddings(), for the next prefill
+  std::vector<float> m_input_values;
   std::vector<std::vector<std::int32_t>> m_recorded;
 };
 

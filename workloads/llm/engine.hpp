@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "itera/core/errors.hpp"
 #include "workloads/llm/model.hpp"
 
 namespace itera::llm {
@@ -25,6 +28,29 @@ struct engine_memory {
   std::uint64_t workspace = 0;    // the backend's matrix-product workspace
   std::uint64_t total() const { return weights + kv_cache + activations + workspace; }
 };
+
+// Rows of the staged prompts whose input vectors are given instead of their tokens' embeddings: a
+// multimodal model's image tokens, merged into the prompt by context preparation. Row r of prompt i
+// is i * prompt_len + r; values are bf16 bits [rows.size() x hidden], row by row, on the host or,
+// for an engine on a device, on that device (the projector's output stays there).
+struct embedding_rows {
+  std::span<const std::int64_t> rows;  // strictly increasing
+  const std::uint16_t* values = nullptr;
+  bool on_device = false;
+};
+
+// usage_error naming `who` unless `rows` are strictly increasing and inside [0, staged).
+inline void check_embedding_rows(std::span<const std::int64_t> rows, std::int64_t staged, const char* who) {
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= staged)
+      throw usage_error(fmt::format("{}: embedding row {} is outside the {} staged prompt rows (stage the prompts "
+                                    "first, then their embeddings)",
+                                    who, rows[i], staged));
+    if (i > 0 && rows[i] <= rows[i - 1])
+      throw usage_error(fmt::format("{}: embedding rows must be strictly increasing; row {} follows {}", who, rows[i],
+                                    rows[i - 1]));
+  }
+}
 
 class engine {
  public:
@@ -41,6 +67,11 @@ class engine {
   // Copies prompt ids (count prompts of one length, row-major) towards the device for the next
   // prefill_staged(). Enqueued; the ids are copied before the call returns (the span may go).
   virtual void stage_prompts(std::span<const std::int32_t> ids) = 0;
+  // Gives the input vectors of some rows of the staged prompts, for the next prefill_staged() only
+  // (staging prompts again forgets them). Device values must stay valid until that prefill has
+  // run. usage_error for rows outside the staged ids or not increasing, or device values given to
+  // an engine without a device.
+  virtual void stage_embeddings(const embedding_rows& rows) = 0;
   // Empties slots [first, first + count) and runs the staged prompts (count x prompt_len) into
   // them; each slot's next token is then on the device. usage_error for a slot range or a length
   // the engine cannot hold.

@@ -97,7 +97,7 @@ sequence reference_model::new_sequence() const {
 
 std::vector<std::vector<float>> reference_model::forward(std::span<sequence* const> seqs,
                                                          std::span<const std::vector<std::int32_t>> tokens,
-                                                         logits_for which) const {
+                                                         logits_for which, const row_inputs* inputs) const {
   const model_config& c = config();
   if (seqs.size() != tokens.size())
     throw std::logic_error(fmt::format("forward: {} sequences but {} token lists", seqs.size(), tokens.size()));
@@ -141,6 +141,18 @@ std::vector<std::vector<float>> reference_model::forward(std::span<sequence* con
         std::copy_n(m_weights.embedding.begin() + t * hidden, hidden, x.begin() + r * hidden);
         ++r;
       }
+    if (inputs) {
+      if (inputs->values.size() != inputs->rows.size() * sz(hidden))
+        throw std::logic_error(fmt::format("forward: {} input values for {} rows of {}", inputs->values.size(),
+                                           inputs->rows.size(), hidden));
+      for (std::size_t i = 0; i < inputs->rows.size(); ++i) {
+        const std::int64_t row = inputs->rows[i];
+        if (row < 0 || row >= rows)
+          throw std::logic_error(fmt::format("forward: input row {} outside the {} rows", row, rows));
+        std::copy_n(inputs->values.begin() + static_cast<std::ptrdiff_t>(i * sz(hidden)), hidden,
+                    x.begin() + row * hidden);
+      }
+    }
   }
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));

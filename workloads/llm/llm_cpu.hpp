@@ -59,8 +59,15 @@ class reference_model {
   // projections run as one matrix product over all their rows, attention per sequence. Returns,
   // per sequence, the logits of its new positions ([n_i x vocab]), or of its last one ([vocab],
   // empty for a sequence given no tokens).
+  // `inputs`: rows (in the order above: sequence by sequence) whose input vectors are given instead
+  // of their tokens' embeddings, values [rows.size() x hidden].
+  struct row_inputs {
+    std::span<const std::int64_t> rows;
+    std::span<const float> values;
+  };
   std::vector<std::vector<float>> forward(std::span<sequence* const> seqs,
-                                          std::span<const std::vector<std::int32_t>> tokens, logits_for which) const;
+                                          std::span<const std::vector<std::int32_t>> tokens, logits_for which,
+                                          const row_inputs* inputs = nullptr) const;
 
   // Greedy generation: prefill, then `new_tokens` tokens each fed back; returns the generated ids.
   std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, std::int64_t new_tokens) const;

@@ -116,6 +116,10 @@ struct cuda_engine::impl {
   device_buffer k_cache, v_cache;
   // prompt_ids: the staged prefill input [batch x max_prompt]; next: each slot's next token.
   device_buffer x, h, qkv, attn, gate_up, act, logits, prompt_ids, next, lengths, inv_freq;
+  // stage_embeddings(): the rows (int32) and, when given on the host, the values, for the next prefill.
+  device_buffer input_rows, input_host_values;
+  const bf16* input_values = nullptr;
+  std::int64_t inputs = 0;
 
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>, gemm_plan> plans;
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
@@ -430,6 +434,7 @@ struct cuda_engine::impl {
       stage st(rec, "embed");
       st.read(wbytes(rows * hidden));
       k::embed(ids, w_at(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
+      if (prefill && inputs > 0) k::scatter_rows(input_rows.as<std::int32_t>(), input_values, x.as<float>(), inputs, hidden, s);
     }
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
@@ -548,6 +553,8 @@ struct cuda_engine::impl {
     ITERA_CUDA_CHECK(cudaMemsetAsync(lengths.as<std::int32_t>() + first, 0, static_cast<std::size_t>(count) * 4,
                                      dev.stream()));
     forward(first, count, prompt, true, all);
+    inputs = 0;  // given for this prefill only
+    input_values = nullptr;
     for (std::int64_t i = first; i < first + count; ++i) {
       held[static_cast<std::size_t>(i)] = prompt;
       busy[static_cast<std::size_t>(i)] = true;
@@ -565,6 +572,33 @@ struct cuda_engine::impl {
     // The source may go when we return: wait for a pageable copy to have read it.
     ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
     staged = static_cast<std::int64_t>(ids.size());
+    inputs = 0;
+    input_values = nullptr;
+  }
+
+  void stage_inputs(const embedding_rows& e) {
+    check_embedding_rows(e.rows, staged, "llm cuda engine");
+    inputs = 0;
+    input_values = nullptr;
+    if (e.rows.empty()) return;
+    if (e.values == nullptr) throw usage_error("llm cuda engine: embedding rows without values");
+    const auto n = static_cast<std::uint64_t>(e.rows.size());
+    const auto value_bytes = n * static_cast<std::uint64_t>(c.hidden) * 2;
+    dev.make_current();
+    if (input_rows.bytes() < n * 4) input_rows = dev.allocate(static_cast<std::uint64_t>(max_rows) * 4);
+    std::vector<std::int32_t> rows32(e.rows.begin(), e.rows.end());  // rows < staged <= max_rows: int32 holds them
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(input_rows.data(), rows32.data(), n * 4, cudaMemcpyHostToDevice, dev.stream()));
+    if (e.on_device) {
+      input_values = reinterpret_cast<const bf16*>(e.values);
+    } else {
+      if (input_host_values.bytes() < value_bytes) input_host_values = dev.allocate(value_bytes);
+      ITERA_CUDA_CHECK(cudaMemcpyAsync(input_host_values.data(), e.values, value_bytes, cudaMemcpyHostToDevice,
+                                       dev.stream()));
+      input_values = input_host_values.as<bf16>();
+    }
+    // The sources may go when we return: wait for the pageable copies to have read them.
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+    inputs = static_cast<std::int64_t>(n);
   }
 
   std::vector<float> read_logits(std::int64_t rows) {
@@ -685,7 +719,8 @@ engine_memory cuda_engine::memory() const {
   r.weights = m->weights.bytes();
   r.kv_cache = m->k_cache.bytes() + m->v_cache.bytes();
   for (const device_buffer* b : {&m->x, &m->h, &m->qkv, &m->attn, &m->gate_up, &m->act, &m->logits, &m->prompt_ids,
-                                 &m->next, &m->lengths, &m->inv_freq, &m->dequantised, &m->act_codes, &m->act_scales})
+                                 &m->next, &m->lengths, &m->inv_freq, &m->dequantised, &m->act_codes, &m->act_scales,
+                                 &m->input_rows, &m->input_host_values})
     r.activations += b->bytes();
   r.workspace = m->dev.lt_workspace_size();
   return r;
@@ -712,6 +747,8 @@ std::string cuda_engine::precision_note() const {
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
+
+void cuda_engine::stage_embeddings(const embedding_rows& rows) { m->stage_inputs(rows); }
 
 void cuda_engine::prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) {
   m->prefill_range(first, count, prompt_len, false);

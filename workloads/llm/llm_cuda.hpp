@@ -79,6 +79,7 @@ class cuda_engine final : public engine {
   engine_memory memory() const override;
   std::string precision_note() const override;
   void stage_prompts(std::span<const std::int32_t> ids) override;
+  void stage_embeddings(const embedding_rows& rows) override;
   void prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) override;
   void decode(std::int64_t rows) override;
   void release(std::int64_t slot) override;
