@@ -1,6 +1,7 @@
 #include "itera/core/workload.hpp"
 #include "workloads/gemm/gemm.hpp"
 #include "workloads/llm/llm.hpp"
+#include "workloads/multimodal/pipeline.hpp"
 #include "workloads/transfer/transfer.hpp"
 
 namespace itera {
@@ -14,6 +15,8 @@ const workload_registry& builtin_workloads() {
     gemm.backends["cpu"] = gemm::run_cpu;
     auto llm = llm::declaration();
     llm.backends["cpu"] = llm::run_cpu;
+    auto multimodal = mm::pipeline_declaration();
+    multimodal.backends["cpu"] = mm::run_pipeline_cpu;
 #if ITERA_WITH_CUDA
     transfer.backends["cuda"] = transfer::run_cuda;
     gemm.backends["cuda"] = gemm::run_cuda;
@@ -22,6 +25,7 @@ const workload_registry& builtin_workloads() {
     r.add(std::move(transfer));
     r.add(std::move(gemm));
     r.add(std::move(llm));
+    r.add(std::move(multimodal));
     return r;
   }();
   return registry;

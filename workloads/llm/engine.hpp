@@ -13,9 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "itera/core/errors.hpp"
 #include "workloads/llm/model.hpp"
 
 namespace itera::llm {
@@ -40,17 +37,7 @@ struct embedding_rows {
 };
 
 // usage_error naming `who` unless `rows` are strictly increasing and inside [0, staged).
-inline void check_embedding_rows(std::span<const std::int64_t> rows, std::int64_t staged, const char* who) {
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] < 0 || rows[i] >= staged)
-      throw usage_error(fmt::format("{}: embedding row {} is outside the {} staged prompt rows (stage the prompts "
-                                    "first, then their embeddings)",
-                                    who, rows[i], staged));
-    if (i > 0 && rows[i] <= rows[i - 1])
-      throw usage_error(fmt::format("{}: embedding rows must be strictly increasing; row {} follows {}", who, rows[i],
-                                    rows[i - 1]));
-  }
-}
+void check_embedding_rows(std::span<const std::int64_t> rows, std::int64_t staged, const char* who);
 
 class engine {
  public:

@@ -1,0 +1,165 @@
+// The multimodal pipeline workload (workloads/multimodal/pipeline.hpp) on the cpu backend, tiny
+// encoder and tiny language model: both loops run every stage and report images/s; a folder with a
+// corrupt image leaves that image's request out and records the image by index; shapes that cannot
+// run say why.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "itera/core/backend.hpp"
+#include "itera/core/runner.hpp"
+#include "itera/core/workload.hpp"
+#include "workloads/multimodal/image_codec.hpp"
+#include "workloads/multimodal/synth.hpp"
+
+namespace itera::mm {
+namespace {
+
+namespace fs = std::filesystem;
+
+run_options quick() {
+  run_options o;
+  o.warmup_min_count = 1;
+  o.warmup_min_time_s = 0;
+  o.stop.min_samples = 2;
+  o.stop.min_time_s = 0;
+  o.stop.max_time_s = 0.2;
+  o.quiet = true;
+  return o;
+}
+
+case_record run_pipeline_case(axis_overrides overrides) {
+  axis_overrides all = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"}, {"batch", "2"},
+                        {"prompt", "6"},     {"output", "3"}};
+  for (auto& o : overrides) {
+    bool replaced = false;
+    for (auto& a : all)
+      if (a.first == o.first) a.second = o.second, replaced = true;
+    if (!replaced) all.push_back(o);
+  }
+  const auto& w = builtin_workloads().get("multimodal");
+  const auto cases = expand_cases(w, all);
+  EXPECT_EQ(cases.size(), 1u);
+  auto dev = open_backend("cpu");
+  runner r(*dev, quick(), nullptr);
+  return r.run_one(w, cases.at(0));
+}
+
+const stage_record* stage_of(const case_record& r, const std::string& path) {
+  for (const auto& s : r.stages)
+    if (s.path == path) return &s;
+  return nullptr;
+}
+
+double metric_of(const case_record& r, const std::string& name) {
+  const auto* m = r.find_metric(name);
+  return m ? m->value : -1;
+}
+
+std::string stage_list(const case_record& r) {
+  std::string s;
+  for (const auto& st : r.stages) s += st.path + " ";
+  return s;
+}
+
+TEST(Pipeline, ComputeLoopTimesVisionContextAndGeneration) {
+  const auto r = run_pipeline_case({{"loop", "compute"}, {"images", "2"}});
+  ASSERT_EQ(r.status, case_status::ok) << r.message;
+  for (const char* s : {"vision", "vision/encoder", "vision/projector", "context", "generation", "generation/prefill",
+                        "generation/decode"})
+    EXPECT_NE(stage_of(r, s), nullptr) << s << " missing from: " << stage_list(r);
+  for (const char* s : {"read", "decode", "preprocess", "write"})
+    EXPECT_EQ(stage_of(r, s), nullptr) << s << " is not part of the compute loop";
+  EXPECT_EQ(metric_of(r, "work/requests"), 2);
+  EXPECT_EQ(metric_of(r, "work/images_good"), 4);
+  // tiny: 16 px, patch 4 -> 16 patch tokens per image; 6 text tokens + 2 images x 16.
+  EXPECT_EQ(metric_of(r, "work/context_tokens"), 38);
+  EXPECT_GT(metric_of(r, "throughput/images_per_s"), 0);
+  EXPECT_NEAR(metric_of(r, "throughput/images_per_s"), 2 * metric_of(r, "throughput/requests_per_s"), 1e-6);
+  EXPECT_GT(metric_of(r, "latency/ttft"), 0);
+}
+
+TEST(Pipeline, EndToEndLoopRunsEveryStageFromTheFiles) {
+  const auto r = run_pipeline_case({{"loop", "end_to_end"}});
+  ASSERT_EQ(r.status, case_status::ok) << r.message;
+  for (const char* s : {"read", "decode", "preprocess", "vision", "context", "generation/prefill", "generation/decode",
+                        "d2h", "write"})
+    EXPECT_NE(stage_of(r, s), nullptr) << s << " missing from: " << stage_list(r);
+  EXPECT_GT(stage_of(r, "read")->bytes_read, 0);
+  EXPECT_GT(stage_of(r, "decode")->bytes_written, 0);
+  // The generations file: one line per request, `output` ids each.
+  const auto path = r.details.at("files.generations");
+  std::ifstream in(path);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 1 + 2) << line;  // "request", then 3 ids
+  }
+  EXPECT_EQ(lines, 2);
+}
+
+class PipelineFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() / ("itera_pipeline_test_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(m_dir);
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(m_dir, ec);
+  }
+  void photo(const std::string& name, std::uint64_t seed) {
+    const auto bytes = encode_jpeg(synthesize_photo(seed, 40, 30), 90);
+    std::ofstream(m_dir / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                        static_cast<std::streamsize>(bytes.size()));
+  }
+  void garbage(const std::string& name) { std::ofstream(m_dir / name, std::ios::binary) << "not a jpeg at all"; }
+  fs::path m_dir;
+};
+
+TEST_F(PipelineFolder, ARequestWithABadImageIsLeftOutAndTheImageRecordedByIndex) {
+  photo("a.jpg", 1);
+  garbage("b.jpg");  // index 1 in the sorted listing
+  photo("c.jpg", 3);
+  photo("d.jpg", 4);
+  // batch 2, 2 images each: request 0 = images 0, 1 (bad); request 1 = images 2, 3.
+  const auto r = run_pipeline_case({{"source", m_dir.string()}, {"images", "2"}, {"loop", "end_to_end"}});
+  ASSERT_EQ(r.status, case_status::ok) << r.message;
+  EXPECT_EQ(metric_of(r, "work/images_bad"), 1);
+  EXPECT_EQ(metric_of(r, "work/images_good"), 3);
+  EXPECT_EQ(metric_of(r, "work/requests"), 1);
+  const auto& errors = r.details.at("images.errors");
+  EXPECT_NE(errors.find("image 1 (decode)"), std::string::npos) << errors;
+  EXPECT_EQ(errors.find("b.jpg"), std::string::npos) << "R18: errors name images by index, not by file: " << errors;
+}
+
+TEST_F(PipelineFolder, NoRunnableRequestFailsTheCaseWithEveryImagesError) {
+  garbage("a.jpg");
+  garbage("b.png");
+  const auto r = run_pipeline_case({{"source", m_dir.string()}, {"images", "1"}});
+  ASSERT_EQ(r.status, case_status::failed);
+  EXPECT_NE(r.message.find("no request of the batch"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("image 0"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("image 1"), std::string::npos) << r.message;
+}
+
+TEST(Pipeline, ShapesThatCannotRunSayWhy) {
+  auto r = run_pipeline_case({{"encoder", "siglip-so400m-patch14-384"}});
+  EXPECT_EQ(r.status, case_status::failed);
+  EXPECT_NE(r.message.find("not a multiple of its patch 14"), std::string::npos) << r.message;
+  r = run_pipeline_case({{"images", "64"}, {"prompt", "4000"}});
+  EXPECT_EQ(r.status, case_status::failed);
+  EXPECT_NE(r.message.find("fewer images per request"), std::string::npos) << r.message;
+  r = run_pipeline_case({{"source", "/no/such/folder"}});
+  EXPECT_EQ(r.status, case_status::failed);
+  EXPECT_NE(r.message.find("is not a folder"), std::string::npos) << r.message;
+}
+
+}  // namespace
+}  // namespace itera::mm

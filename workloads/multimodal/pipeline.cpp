@@ -1,0 +1,382 @@
+// The multimodal pipeline's driver, declaration and cpu backend (pipeline.hpp).
+#include "workloads/multimodal/pipeline.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "itera/core/errors.hpp"
+#include "itera/core/runner.hpp"
+#include "workloads/llm/cpu_engine.hpp"
+#include "workloads/llm/prompts.hpp"
+#include "workloads/llm/scenarios.hpp"
+#include "workloads/llm/weights.hpp"
+#include "workloads/multimodal/context.hpp"
+#include "workloads/multimodal/image_set.hpp"
+#include "workloads/multimodal/loader.hpp"
+#include "workloads/multimodal/thread_pool.hpp"
+#include "workloads/multimodal/vit_cpu.hpp"
+
+namespace itera::mm {
+namespace {
+
+// The generated set of a case: one JPEG per image of the batch, `resolution` square, kept in the
+// scratch folder and reused by later cases with the same size, count and seed.
+std::filesystem::path synthetic_set(const pipeline_case& c) {
+  const auto count = static_cast<std::size_t>(c.batch * c.images);
+  const auto dir = llm::scratch_dir() / fmt::format("images-r{}-n{}-s{}", c.resolution, count, c.seed);
+  if (std::filesystem::exists(dir / "manifest.json")) return dir;
+  std::filesystem::remove_all(dir);  // a set an interrupted run left half written
+  image_set_spec spec;
+  spec.seed = c.seed;
+  spec.sizes = {{static_cast<std::uint32_t>(c.resolution), static_cast<std::uint32_t>(c.resolution)}};
+  spec.count = count;
+  spec.formats = {image_format::jpeg};
+  spec.requests = 1;
+  spec.max_images_per_request = 1;
+  (void)write_image_set(dir, spec);
+  return dir;
+}
+
+// The images of one batch, request by request (request i: entries i*n .. i*n+n-1), each entry a
+// copy of the set's (its `index` is the set's, for errors).
+image_set batch_images(const pipeline_case& c) {
+  const image_set set = list_images(c.source == "synthetic" ? synthetic_set(c) : std::filesystem::path(c.source));
+  image_set out;
+  out.root = set.root;
+  out.from_manifest = set.from_manifest;
+  const auto total = static_cast<std::size_t>(c.batch * c.images);
+  for (std::size_t k = 0; k < total; ++k) out.entries.push_back(set.entries[k % set.entries.size()]);
+  return out;
+}
+
+// What a pass over the batch's files produced: the decoded images and which requests can run.
+struct decoded_batch {
+  decode_batch images;
+  std::vector<std::int64_t> good_requests;  // requests whose every image decoded
+  std::vector<image_error> errors;          // by the set's index
+};
+
+decoded_batch read_and_decode(const pipeline_case& c, const image_set& batch, thread_pool& pool, stage_recorder& rec) {
+  decoded_batch out;
+  read_batch files;
+  {
+    auto sc = rec.enter("read");
+    files = read_images(batch, &pool);
+    sc.add_bytes_read(static_cast<double>(files.total_bytes));
+  }
+  {
+    auto sc = rec.enter("decode");
+    out.images = decode_images(files, pool);
+    sc.add_bytes_read(static_cast<double>(out.images.input_bytes));
+    sc.add_bytes_written(static_cast<double>(out.images.output_bytes));
+  }
+  for (const auto& e : out.images.errors) out.errors.push_back({batch.entries[e.index].index, e.stage, e.reason});
+  for (std::int64_t r = 0; r < c.batch; ++r) {
+    bool ok = true;
+    for (std::int64_t j = 0; j < c.images; ++j) ok = ok && out.images.ok[static_cast<std::size_t>(r * c.images + j)];
+    if (ok) out.good_requests.push_back(r);
+  }
+  return out;
+}
+
+// The decoded images of the good requests, in request order.
+std::vector<const rgb_image*> images_of(const pipeline_case& c, const decoded_batch& d) {
+  std::vector<const rgb_image*> out;
+  for (const auto r : d.good_requests)
+    for (std::int64_t j = 0; j < c.images; ++j) out.push_back(&d.images.images[static_cast<std::size_t>(r * c.images + j)]);
+  return out;
+}
+
+std::string error_text(const std::vector<image_error>& errors) {
+  std::string s;
+  for (std::size_t i = 0; i < errors.size() && i < 8; ++i)
+    s += fmt::format("{}image {} ({}): {}", i ? "; " : "", errors[i].index, errors[i].stage, errors[i].reason);
+  if (errors.size() > 8) s += fmt::format("; and {} more", errors.size() - 8);
+  return s;
+}
+
+// Context staging, prefill and decode of one batch; with `ids`, every generated id goes to the host
+// and ids[i] receives request i's.
+void generate(llm::engine& lm, stage_recorder& rec, const prepared_context& ctx, const image_tokens& tokens,
+              std::int64_t output, std::vector<std::vector<std::int32_t>>* ids) {
+  {
+    auto sc = rec.enter("context");
+    lm.stage_prompts(ctx.ids);
+    lm.stage_embeddings({ctx.image_rows, tokens.values, tokens.on_device});
+    sc.add_bytes_written(static_cast<double>(ctx.ids.size() * sizeof(std::int32_t) +
+                                             ctx.image_rows.size() * sizeof(std::int64_t)));
+  }
+  auto generation = rec.enter("generation");
+  {
+    auto sc = rec.enter("prefill");
+    lm.prefill_staged(0, ctx.count, ctx.length());
+    if (ids) lm.record_ids(ctx.count);
+  }
+  {
+    auto sc = rec.enter("decode");
+    for (std::int64_t s = 1; s < output; ++s) {
+      lm.decode(ctx.count);
+      if (ids) lm.record_ids(ctx.count);
+    }
+  }
+  generation.close();
+  if (ids) {
+    auto sc = rec.enter("d2h");
+    const auto rows = lm.take_recorded();
+    ids->assign(static_cast<std::size_t>(ctx.count), {});
+    for (std::int64_t i = 0; i < ctx.count; ++i)
+      for (std::int64_t k = 0; k < output; ++k)
+        (*ids)[static_cast<std::size_t>(i)].push_back(rows.at(static_cast<std::size_t>(k)).at(static_cast<std::size_t>(i)));
+  }
+  for (std::int64_t i = 0; i < ctx.count; ++i) lm.release(i);
+}
+
+std::string generations_text(const std::vector<std::int64_t>& requests, const std::vector<std::vector<std::int32_t>>& ids) {
+  std::string out;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    out += fmt::format("{{\"request\": {}, \"tokens\": [", requests[i]);
+    for (std::size_t k = 0; k < ids[i].size(); ++k) out += fmt::format("{}{}", k ? ", " : "", ids[i][k]);
+    out += "]}\n";
+  }
+  return out;
+}
+
+const stage_record* find_stage(const case_record& r, std::string_view path) {
+  for (const auto& s : r.stages)
+    if (s.path == path) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+pipeline_case read_pipeline_case(const case_state& st) {
+  pipeline_case c;
+  c.language = llm::preset(st.get_string("model"));
+  c.vision = vit_preset(st.get_string("encoder"));
+  c.vision.llm_hidden = c.language.hidden;
+  validate(c.vision);
+  c.resolution = st.get_int("resolution");
+  c.images = st.get_int("images");
+  c.batch = st.get_int("batch");
+  c.prompt = st.get_int("prompt");
+  c.output = st.get_int("output");
+  c.seed = static_cast<std::uint64_t>(st.get_int("seed"));
+  c.end_to_end = st.get_string("loop") == "end_to_end";
+  c.source = st.get_string("source");
+  c.preprocess.image_size = static_cast<std::uint32_t>(c.vision.image);
+  c.preprocess.patch_size = static_cast<std::uint32_t>(c.vision.patch);
+  if (c.vision.image % c.vision.patch != 0)
+    throw usage_error(fmt::format("encoder {}: its side {} is not a multiple of its patch {}, which the preprocessing "
+                                  "stage needs (patchify); choose a CLIP encoder (clip-vit-large-patch14, "
+                                  "clip-vit-large-patch14-336) or tiny",
+                                  c.vision.name, c.vision.image, c.vision.patch));
+  validate(c.preprocess);
+  if (c.context_length() + c.output > c.language.max_position)
+    throw usage_error(fmt::format("{} text tokens + {} images x {} image tokens + {} output tokens = {}, more than the "
+                                  "{} tokens {} holds: fewer images per request, or a shorter prompt or output",
+                                  c.prompt, c.images, c.tokens_per_image(), c.output, c.context_length() + c.output,
+                                  c.language.max_position, c.language.name));
+  if (c.source != "synthetic" && !std::filesystem::is_directory(c.source))
+    throw usage_error(fmt::format("source '{}' is not a folder: give 'synthetic' or a folder of images", c.source));
+  return c;
+}
+
+void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm) {
+  st.set_field("model", c.language.name);
+  st.set_field("encoder", c.vision.name);
+  st.set_field("precision.weights", "bf16");
+  st.set_field("precision.compute", lm.precision_note());
+  st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
+
+  const image_set batch = batch_images(c);
+  thread_pool pool(std::max<std::size_t>(1, std::thread::hardware_concurrency()));
+  // One pass outside the timing: which requests can run (their images read and decode), the
+  // compute loop's input, and the errors, recorded once by the set's index.
+  stage_recorder untimed;
+  decoded_batch first = read_and_decode(c, batch, pool, untimed);
+  const auto requests = static_cast<std::int64_t>(first.good_requests.size());
+  st.add_metric("work/images_good", static_cast<double>(first.images.good), "images");
+  st.add_metric("work/images_bad", static_cast<double>(first.images.bad), "images");
+  st.add_metric("work/requests", static_cast<double>(requests), "requests");
+  if (!first.errors.empty()) st.set_detail("images.errors", error_text(first.errors));
+  if (requests == 0)
+    throw input_error(fmt::format("no request of the batch has all its images readable and decodable: {}",
+                                  error_text(first.errors)));
+  const std::int64_t views = requests * c.images;
+  const prepared_context ctx = prepare_context(
+      {.prompt_tokens = c.prompt, .images = c.images, .tokens_per_image = c.tokens_per_image(), .prefix = 5}, requests,
+      c.language.vocab, c.seed, lm.max_prompt());
+
+  // Work of one repetition: the encoder and projector over every view, the prefill of the merged
+  // contexts and the decode steps (memory-side bytes as the llm workload counts them).
+  const auto vwork = sum_work(vit_stages(c.vision, dtype::bf16, dtype::bf16), views);
+  const std::vector<std::int64_t> lens(static_cast<std::size_t>(requests), ctx.length());
+  auto total = llm::prefill_work(c.language, dtype::bf16, dtype::bf16, lens);
+  for (std::int64_t s = 1; s < c.output; ++s) {
+    const std::vector<std::int64_t> held(static_cast<std::size_t>(requests), ctx.length() + s - 1);
+    const auto d = llm::decode_step_work(c.language, dtype::bf16, dtype::bf16, held);
+    total.flops += d.flops;
+    total.weight_bytes_read += d.weight_bytes_read;
+    total.kv_bytes_read += d.kv_bytes_read;
+    total.kv_bytes_written += d.kv_bytes_written;
+  }
+  st.set_work(vwork.flops() + total.flops, vwork.bytes() + total.bytes_read(), total.kv_bytes_written);
+  st.add_metric("work/vision_flops", vwork.flops(), "FLOP");
+  st.add_metric("work/context_tokens", static_cast<double>(ctx.length()), "tokens");
+  st.add_metric("work/image_tokens", static_cast<double>(views * c.tokens_per_image()), "tokens");
+
+  auto& rec = st.stages();
+  const auto generations_path = llm::scratch_dir() / "multimodal_generations.jsonl";
+  if (!c.end_to_end) {
+    // Compute-only: the encoder's input is on the device before timing.
+    vision.preprocess(images_of(c, first));
+    st.exec([&] {
+      image_tokens tokens;
+      {
+        auto sc = rec.enter("vision");
+        tokens = vision.encode(views, rec);
+      }
+      generate(lm, rec, ctx, tokens, c.output, nullptr);
+    });
+  } else {
+    st.set_detail("files.generations", generations_path.string());
+    std::vector<std::vector<std::int32_t>> ids;
+    st.exec([&] {
+      const decoded_batch d = read_and_decode(c, batch, pool, rec);
+      if (d.good_requests != first.good_requests)
+        throw input_error("the images changed during the run: a request's images decoded in one pass and not in another");
+      {
+        auto sc = rec.enter("preprocess");
+        vision.preprocess(images_of(c, d));
+        sc.add_bytes_written(static_cast<double>(vision.bytes_uploaded()));
+      }
+      image_tokens tokens;
+      {
+        auto sc = rec.enter("vision");
+        tokens = vision.encode(views, rec);
+      }
+      generate(lm, rec, ctx, tokens, c.output, &ids);
+      auto sc = rec.enter("write");
+      const auto text = generations_text(d.good_requests, ids);
+      llm::write_text_file(generations_path, text);
+      sc.add_bytes_written(static_cast<double>(text.size()));
+    });
+  }
+
+  st.on_finish([requests, views, c](case_record& r) {
+    if (r.device_ns.empty()) return;
+    std::vector<double> t = r.device_ns;
+    std::sort(t.begin(), t.end());
+    const double median_s = t[t.size() / 2] * 1e-9;
+    r.metrics.push_back({"throughput/images_per_s", static_cast<double>(views) / median_s, "images/s"});
+    r.metrics.push_back({"throughput/requests_per_s", static_cast<double>(requests) / median_s, "requests/s"});
+    r.metrics.push_back(
+        {"throughput/output_tokens_per_s", static_cast<double>(requests * c.output) / median_s, "tokens/s"});
+    // Time to first token of a batch: everything before the first decode step, per repetition.
+    const double samples = static_cast<double>(r.device_ns.size());
+    double first_token_ns = 0;
+    for (const char* s : {"read", "decode", "preprocess", "vision", "context", "generation/prefill"})
+      if (const stage_record* x = find_stage(r, s)) first_token_ns += x->device_ns >= 0 ? x->device_ns : x->host_ns;
+    r.metrics.push_back({"latency/ttft", first_token_ns / samples * 1e-9, "s"});
+  });
+}
+
+workload_decl pipeline_declaration() {
+  workload_decl w;
+  w.name = "multimodal";
+  w.version = pipeline_workload_version;
+  w.summary = "images from disk -> decode -> preprocess -> vision encoder + projector -> context -> generation";
+  std::vector<std::string> encoders;
+  for (const auto& n : vit_preset_names()) encoders.push_back(n);
+  w.axes = {
+      {"encoder", axis_kind::string, "clip-vit-large-patch14-336", "vision encoder preset", encoders, 0, 0},
+      {"model", axis_kind::string, "llama-3.1-8b", "language model preset (the projector maps to its width)",
+       llm::preset_names(), 0, 0},
+      {"loop", axis_kind::string, "compute",
+       "compute: the encoder's input on the device before timing; end_to_end: from the image files to the "
+       "generations file",
+       {"compute", "end_to_end"}, 0, 0},
+      {"resolution", axis_kind::integer, "768", "side of the generated images (source=synthetic)", {}, 16, 8192},
+      {"images", axis_kind::integer, "1", "images per request", {}, 1, 64},
+      {"batch", axis_kind::integer, "1,8", "requests per batch", {}, 1, 1024},
+      {"prompt", axis_kind::integer, "64", "text tokens per request", {}, 1, 1 << 20},
+      {"output", axis_kind::integer, "32", "tokens generated per request (fixed: R10)", {}, 1, 1 << 20},
+      {"source", axis_kind::string, "synthetic", "'synthetic' (generated JPEGs) or a folder of images", {}, 0, 0},
+      {"seed", axis_kind::integer, "1", "images, prompts and weights", {}, 0, std::int64_t{1} << 62},
+  };
+  w.suite = [](const backend& dev) -> std::vector<axis_overrides> {
+    if (dev.name() == "cpu")
+      return {{{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "64"}, {"images", "1,2"}, {"batch", "2"},
+               {"prompt", "8"}, {"output", "4"}, {"loop", "compute,end_to_end"}}};
+    return {{{"batch", "1,8"}, {"loop", "compute,end_to_end"}},
+            {{"images", "1,2,4"}, {"batch", "4"}, {"loop", "end_to_end"}},
+            {{"resolution", "224,768,2048"}, {"batch", "8"}, {"loop", "end_to_end"}}};
+  };
+  return w;
+}
+
+namespace {
+
+// The cpu backend's vision side: the reference encoder (bf16 rounding points) on the CPU
+// preprocessing reference.
+class cpu_vision final : public vision_side {
+ public:
+  cpu_vision(const pipeline_case& c)
+      : m_case(c), m_weights(random_vit_weights(c.vision, dtype::bf16, c.seed)), m_reference(m_weights, dtype::bf16) {}
+
+  void preprocess(const std::vector<const rgb_image*>& images) override {
+    m_pixels = {};
+    for (const rgb_image* im : images) {
+      pixel_tensor p = mm::preprocess(*im, m_case.preprocess);
+      if (m_pixels.views == 0) {
+        m_pixels = std::move(p);
+      } else {
+        m_pixels.values.insert(m_pixels.values.end(), p.values.begin(), p.values.end());
+        m_pixels.views += p.views;
+      }
+    }
+  }
+
+  image_tokens encode(std::int64_t views, stage_recorder& rec) override {
+    if (views != static_cast<std::int64_t>(m_pixels.views))
+      throw std::logic_error(fmt::format("cpu vision: {} views asked, {} preprocessed", views, m_pixels.views));
+    token_tensor features, tokens;
+    {
+      auto sc = rec.enter("encoder");
+      features = m_reference.encode(m_pixels);
+    }
+    {
+      auto sc = rec.enter("projector");
+      tokens = m_reference.project(features);
+    }
+    m_tokens = to_bf16(tokens.values);
+    return {m_tokens.data(), false};
+  }
+
+ private:
+  const pipeline_case& m_case;
+  vit_weights m_weights;
+  vit_reference m_reference;
+  pixel_tensor m_pixels;
+  std::vector<std::uint16_t> m_tokens;
+};
+
+}  // namespace
+
+void run_pipeline_cpu(case_state& st) {
+  const pipeline_case c = read_pipeline_case(st);
+  cpu_vision vision(c);
+  llm::cpu_engine_options o;
+  o.slots = c.batch;
+  o.max_context = c.context_length() + c.output;
+  o.max_prompt = c.context_length();
+  llm::cpu_engine lm(llm::random_weights(c.language, llm::dtype::bf16, c.seed), o);
+  run_pipeline(st, c, vision, lm);
+}
+
+}  // namespace itera::mm

@@ -1,0 +1,87 @@
+#pragma once
+// The multimodal pipeline workload `multimodal` (issue 4): requests of images and a text prompt
+// run from files on disk to generated tokens, every stage timed (host and device) with its bytes:
+//   read        the image files (loader.hpp)
+//   decode      on the CPU, libjpeg-turbo and libpng in a pool sized to the cores
+//   preprocess  resize, crop, normalise, patchify (the GPU kernels on cuda: bit-exact with the
+//               CPU reference, preprocess_gpu.hpp)
+//   vision      the encoder and the projector (vit_gpu.hpp on cuda, vit_cpu.hpp on cpu), their own
+//               stages nested inside ("vision/layers/attention", "vision/projector.fc1", ...)
+//   context     the prompts with the images' tokens merged in (context.hpp), staged in the engine
+//   generation  by the llm engine (engine.hpp), "generation/prefill" then "generation/decode", a
+//               fixed output length (R10); "d2h" brings the generated ids back (end-to-end loop)
+//   write       the generated ids to a JSON-lines file (end-to-end loop)
+// Two loops (R1): compute (the encoder's input already on the device: vision, context and
+// generation only) and end_to_end (every stage above from the files). The set is generated
+// (`source=synthetic`: photo-like JPEGs of the `resolution` axis, one per image of the batch) or a
+// folder of the user's images (`source=DIR`: request i takes images i*n .. i*n+n-1 of the folder's
+// listing, wrapping around). A request with an image that cannot be read or decoded is left out of
+// its batch and counted; the images' errors are recorded by index (never by name or content, R18).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "itera/core/recorder.hpp"
+#include "itera/core/workload.hpp"
+#include "workloads/llm/engine.hpp"
+#include "workloads/llm/model.hpp"
+#include "workloads/multimodal/image_codec.hpp"
+#include "workloads/multimodal/preprocess.hpp"
+#include "workloads/multimodal/vit_model.hpp"
+
+namespace itera {
+class case_state;
+}
+
+namespace itera::mm {
+
+inline constexpr int pipeline_workload_version = 1;
+
+struct pipeline_case {
+  vit_config vision;            // the projector's llm_hidden is the language model's hidden size
+  llm::model_config language;
+  std::int64_t resolution = 0;  // side of the generated images
+  std::int64_t images = 1;      // per request
+  std::int64_t batch = 1;       // requests per batch
+  std::int64_t prompt = 1;      // text tokens per request
+  std::int64_t output = 1;      // tokens generated per request
+  std::uint64_t seed = 1;
+  bool end_to_end = false;
+  std::string source = "synthetic";  // or a folder of images
+  preprocess_config preprocess;      // the encoder's: its side and patch, CLIP's normalisation
+  std::int64_t tokens_per_image() const { return vision.projector_tokens(); }
+  std::int64_t context_length() const { return prompt + images * tokens_per_image(); }
+};
+
+// The case's axes, checked: usage_error naming the axis and the fix (an encoder whose side is not
+// a multiple of its patch, a context longer than the language model's, ...).
+pipeline_case read_pipeline_case(const case_state& st);
+
+// The image tokens the vision side produced: bf16 [views, T', llm_hidden], on the host or on the
+// backend's device.
+struct image_tokens {
+  const std::uint16_t* values = nullptr;
+  bool on_device = false;
+};
+
+// What differs between backends on the image side.
+class vision_side {
+ public:
+  virtual ~vision_side() = default;
+  // Preprocesses `images` (one view each) into the encoder's input and keeps it until the next call.
+  virtual void preprocess(const std::vector<const rgb_image*>& images) = 0;
+  // Encodes and projects the kept input of `views` views, its stages nested in `rec`'s open scope.
+  virtual image_tokens encode(std::int64_t views, stage_recorder& rec) = 0;
+  // Bytes the preprocessing moved to the device for the last call (0 on the cpu backend).
+  virtual std::uint64_t bytes_uploaded() const { return 0; }
+};
+
+// Runs one case: builds the set and the requests, declares the work, times the loop.
+void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm);
+
+workload_decl pipeline_declaration();
+void run_pipeline_cpu(case_state& st);
+void run_pipeline_cuda(case_state& st);  // pipeline_cuda.cpp, cuda builds
+
+}  // namespace itera::mm
