@@ -28,6 +28,8 @@
 #include "workloads/multimodal/context.hpp"
 
 #if ITERA_WITH_CUDA
+#include <cuda_runtime_api.h>
+
 #include "itera/cuda/cuda_backend.hpp"
 #include "workloads/llm/llm_cuda.hpp"
 #endif

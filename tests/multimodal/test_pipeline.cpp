@@ -80,6 +80,11 @@ TEST(Pipeline, ComputeLoopTimesVisionContextAndGeneration) {
   EXPECT_GT(metric_of(r, "throughput/images_per_s"), 0);
   EXPECT_NEAR(metric_of(r, "throughput/images_per_s"), 2 * metric_of(r, "throughput/requests_per_s"), 1e-6);
   EXPECT_GT(metric_of(r, "latency/ttft"), 0);
+  // Cold (the first batch after the models are loaded) beside warm, per stage and in total.
+  for (const char* s : {"vision", "context", "generation", "total"}) {
+    EXPECT_GT(metric_of(r, std::string("latency/cold/") + s), 0) << s;
+    EXPECT_GT(metric_of(r, std::string("latency/warm/") + s), 0) << s;
+  }
 }
 
 TEST(Pipeline, EndToEndLoopRunsEveryStageFromTheFiles) {

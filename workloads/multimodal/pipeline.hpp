@@ -75,9 +75,13 @@ class vision_side {
   virtual image_tokens encode(std::int64_t views, stage_recorder& rec) = 0;
   // Bytes the preprocessing moved to the device for the last call (0 on the cpu backend).
   virtual std::uint64_t bytes_uploaded() const { return 0; }
+  // Called once before the timed loop with the views each call will encode (plans, tuning).
+  virtual void prepare(std::int64_t /*views*/) {}
 };
 
-// Runs one case: builds the set and the requests, declares the work, times the loop.
+// Runs one case: builds the set and the requests, declares the work, runs one cold pass (its
+// per-stage host latencies become "latency/cold/<stage>" metrics, beside the warm ones of the
+// timed loop: "latency/warm/<stage>"), then times the loop.
 void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm);
 
 workload_decl pipeline_declaration();
