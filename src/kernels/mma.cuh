@@ -25,12 +25,22 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile: chunks XOR-swizzled within
-// groups of up to eight, so the eight rows an ldmatrix reads at one column fall in distinct banks.
+// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile, arranged so that the eight
+// rows an ldmatrix reads at one column (rows 8i .. 8i + 7) fall in distinct banks. D / 8 a power
+// of two: chunks XOR-swizzled within groups of up to eight. D = 80 (ten chunks, the padded head
+// dimension 72): a row starts two chunks further along the 128-byte bank line than the one before,
+// so rows 8i .. 8i + 3 start at even chunks mod 8 and 8i + 4 .. 8i + 7 at the same ones again;
+// flipping the chunk's lowest bit in the second four moves them to the odd chunks.
 template <int D>
 __device__ __forceinline__ unsigned swizzle(int r, int c) {
-  constexpr int chunks = D / 8, group = chunks < 8 ? chunks : 8;
-  return static_cast<unsigned>(r * chunks + (c ^ (r % group))) * 16u;
+  constexpr int chunks = D / 8;
+  if constexpr ((chunks & (chunks - 1)) == 0) {
+    constexpr int group = chunks < 8 ? chunks : 8;
+    return static_cast<unsigned>(r * chunks + (c ^ (r % group))) * 16u;
+  } else {
+    static_assert(chunks == 10, "swizzle: D / 8 must be a power of two, or D = 80");
+    return static_cast<unsigned>(r * chunks + (c ^ ((r >> 2) & 1))) * 16u;
+  }
 }
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
@@ -68,6 +78,23 @@ __device__ __forceinline__ void load_tile(unsigned char* dst, const __nv_bfloat1
     const int r = i / chunks, c = i % chunks;
     const bool ok = r < valid;
     cp_async16(smem_addr(dst + swizzle<D>(r, c)), ok ? src + r * stride + c * 8 : src, ok ? 16 : 0);
+  }
+}
+
+// The same for rows of D bf16 held as DP (D rounded up to a multiple of 16) in the tile: chunks at
+// or past D / 8 are zero-filled too.
+template <int D, int DP, int threads>
+__device__ __forceinline__ void load_tile_padded(unsigned char* dst, const __nv_bfloat16* src, std::int64_t stride,
+                                                 int count, int valid) {
+  if constexpr (D == DP) {
+    load_tile<D, threads>(dst, src, stride, count, valid);
+  } else {
+    constexpr int chunks = DP / 8, real = D / 8;
+    for (int i = static_cast<int>(threadIdx.x); i < count * chunks; i += threads) {
+      const int r = i / chunks, c = i % chunks;
+      const bool ok = r < valid && c < real;
+      cp_async16(smem_addr(dst + swizzle<DP>(r, c)), ok ? src + r * stride + c * 8 : src, ok ? 16 : 0);
+    }
   }
 }
 

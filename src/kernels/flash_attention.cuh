@@ -1,0 +1,281 @@
+#pragma once
+// Attention on tensor cores in the manner of FlashAttention-2, shared by the llm prefill (causal,
+// K and V from the KV cache: llm_prefill_attention.cu) and the vision encoder (every token sees
+// every token of its image, K and V straight from the qkv GEMM output: vit_kernels.cu). A policy
+// says which rows, keys and output one block takes; the kernel is the same.
+//
+// One block of four warps takes a tile of 64 consecutive query rows of one head, each warp 16
+// rows; it walks the keys in tiles of 64 from key 0 to the block's last key.
+//   Q        loaded once (cp.async), kept in registers as mma A fragments
+//   K, V     tiles double-buffered in shared memory with cp.async: the next tile is in flight
+//            while this one is computed; rows are 16-byte chunks swizzled by row (mma.cuh:
+//            swizzle), so ldmatrix reads eight rows without bank conflicts
+//   S = QK^T mma.sync m16n8k16 bf16 -> fp32, K fragments by ldmatrix
+//   softmax  online, base 2, in registers: each thread holds two rows' values, the row max is
+//            taken across the four threads of a quad; the running sum stays per thread until the end
+//   O += PV  P converted to bf16 A fragments straight from the S accumulators, V fragments by
+//            ldmatrix.trans, O in registers (fp32)
+// and at the end O / l is written as bf16. Rows of K and V past the block's last key are
+// zero-filled by the copies (a cache there may hold anything, NaN included) and masked.
+//
+// Head dimension D (a multiple of 8) is held in shared memory and registers as DP, D rounded up to
+// a multiple of 16 (mma's k-step): the padding columns are zero-filled, so they add nothing to
+// Q K^T, and the output columns they make are not stored. SigLIP's 72 runs as 80.
+//
+// A policy P provides
+//   static constexpr bool causal;
+//   __device__ block_work work() const;      // from blockIdx: this block's rows and key count
+//   __device__ kv_rows kv() const;           // from blockIdx: where its keys and values are
+//   __device__ block_output output() const;  // from blockIdx: where its rows go
+// kv() is asked at each tile and output() at the end, so that nothing about them stays in
+// registers through the loop (the compiler recomputes them from the kernel's parameters).
+// Causal: keys after a row's position are masked, and a warp skips key tiles wholly after its
+// rows. Otherwise keys at or past block_work::keys are masked (the last tile of a length that is
+// not a multiple of 64).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "src/kernels/launch.cuh"
+#include "src/kernels/mma.cuh"
+
+namespace itera::kernels::flash {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int tile_q = 64, tile_k = 64, warps = 4, warp_rows = 16, threads = warps * 32;
+
+// D rounded up to mma's k-step.
+constexpr int padded_head_dim(int d) { return (d + 15) / 16 * 16; }
+
+// Shared memory for padded head dimension DP, in bytes: Q [64][DP], then K and V, two buffers each.
+template <int DP>
+struct layout {
+  static constexpr std::size_t tile = static_cast<std::size_t>(tile_k) * DP * 2;
+  static constexpr std::size_t q = 0;
+  static constexpr std::size_t k = q + static_cast<std::size_t>(tile_q) * DP * 2;
+  static constexpr std::size_t v = k + 2 * tile;
+  static constexpr std::size_t bytes = v + 2 * tile;
+};
+
+// What one block computes. Row i of the block's queries is q + i * q_stride (D wide).
+struct block_work {
+  const bf16* q = nullptr;
+  std::int64_t q_stride = 0;
+  int rows = 0;                // query rows in this block (1..64)
+  std::int64_t keys = 0;       // keys [0, keys) are read
+  std::int64_t first_pos = 0;  // causal: the position of the block's first row (its keys are <= it)
+};
+// Key j's K and V rows are k + j * stride and v + j * stride.
+struct kv_rows {
+  const bf16* k = nullptr;
+  const bf16* v = nullptr;
+  std::int64_t stride = 0;
+};
+// Output row i of the block is out + i * stride.
+struct block_output {
+  bf16* out = nullptr;
+  std::int64_t stride = 0;
+};
+
+// Blocks per SM the register allocation must leave room for, by padded head dimension: what ptxas
+// chose for the llm prefill kernel before it was generalised (255, 168, 128 and 96 registers at
+// 128, 64, 32 and 16), kept so that the kernel's occupancy does not change with the policy.
+constexpr int min_blocks(int dp) { return dp >= 128 ? 1 : dp >= 80 ? 2 : dp >= 64 ? 3 : dp >= 32 ? 4 : 5; }
+
+template <int D, int DP, class Policy>
+__global__ void __launch_bounds__(threads, min_blocks(DP)) attention_kernel(const Policy policy, float scale_log2) {
+  static_assert(D % 8 == 0 && DP % 16 == 0 && D <= DP && DP - D < 16, "head dimension padding");
+  using L = layout<DP>;
+  constexpr int KS = DP / 16;  // k-steps of Q K^T
+  constexpr int NT = DP / 8;   // n-tiles of O
+  extern __shared__ __align__(128) unsigned char smem[];
+  grid_dependents_launch();
+  grid_dependency_wait();
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t4 = lane % 4;  // mma fragment row (and row + 8) and column pair
+  const block_work w = policy.work();
+  const int rows = w.rows;
+
+  unsigned char* sq = smem + L::q;
+  const auto k_buf = [&](int b) { return smem + L::k + b * L::tile; };
+  const auto v_buf = [&](int b) { return smem + L::v + b * L::tile; };
+  const auto issue_kv = [&](std::int64_t k0, int b) {
+    const int valid = static_cast<int>(min(static_cast<std::int64_t>(tile_k), w.keys - k0));
+    const kv_rows kv = policy.kv();
+    load_tile_padded<D, DP, threads>(k_buf(b), kv.k + k0 * kv.stride, kv.stride, tile_k, valid);
+    load_tile_padded<D, DP, threads>(v_buf(b), kv.v + k0 * kv.stride, kv.stride, tile_k, valid);
+  };
+  load_tile_padded<D, DP, threads>(sq, w.q, w.q_stride, tile_q, rows);
+  issue_kv(0, 0);
+  cp_async_commit();
+
+  const int my_first = warp * warp_rows;
+  const bool warp_active = my_first < rows;
+  // Causal: the last position of the warp's rows, this thread's two rows' positions (positions fit
+  // in int: max_context is far below 2^31), and the first key tile that needs masking.
+  const std::int64_t warp_last_pos = w.first_pos + min(my_first + warp_rows, rows) - 1;
+  const int pos_lo = static_cast<int>(w.first_pos) + my_first + g, pos_hi = pos_lo + 8;
+  const int diag_from = static_cast<int>(w.first_pos) + my_first - tile_k + 1;
+  const int keys = static_cast<int>(w.keys);
+
+  unsigned qf[KS][4];
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+
+  const std::int64_t tiles = (w.keys + tile_k - 1) / tile_k;
+  for (std::int64_t j = 0; j < tiles; ++j) {
+    const int b = static_cast<int>(j & 1);
+    cp_async_wait<0>();
+    __syncthreads();  // tile j (and Q) landed; everyone is done with the other buffer
+    if (j + 1 < tiles) issue_kv((j + 1) * tile_k, b ^ 1);
+    cp_async_commit();
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        const int r = my_first + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * kk + lane / 16;
+        ldmatrix_x4(smem_addr(sq + swizzle<DP>(r, c)), qf[kk]);
+      }
+    }
+    const int k0 = static_cast<int>(j) * tile_k;
+    if (!warp_active) continue;
+    if constexpr (Policy::causal) {
+      if (k0 > warp_last_pos) continue;  // every key of the tile is after the warp's rows
+    }
+
+    // S = Q K^T: 16 rows x 64 keys per warp, n-tile n holds keys k0 + 8n .. + 7.
+    float s[tile_k / 8][4];
+#pragma unroll
+    for (int n = 0; n < tile_k / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    const unsigned char* kt = k_buf(b);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+      for (int np = 0; np < tile_k / 16; ++np) {
+        unsigned kb[4];
+        const int r = np * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
+        ldmatrix_x4(smem_addr(kt + swizzle<DP>(r, c)), kb);
+        mma_bf16(s[2 * np], qf[kk], kb[0], kb[1]);
+        mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+      }
+    }
+
+    // Online softmax (base 2). Causal: keys after a row's position are masked (the diagonal
+    // tiles). Otherwise: keys past the last (the partial last tile).
+    bool masking;
+    if constexpr (Policy::causal) masking = k0 > diag_from - 1;
+    else masking = k0 + tile_k > keys;
+    float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < tile_k / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = k0 + n * 8 + 2 * t4 + e;
+        bool lo_ok, hi_ok;
+        if constexpr (Policy::causal) {
+          lo_ok = key <= pos_lo;
+          hi_ok = key <= pos_hi;
+        } else {
+          lo_ok = hi_ok = key < keys;
+        }
+        s[n][e] = (!masking || lo_ok) ? s[n][e] * scale_log2 : -INFINITY;
+        s[n][2 + e] = (!masking || hi_ok) ? s[n][2 + e] * scale_log2 : -INFINITY;
+        tmax_lo = fmaxf(tmax_lo, s[n][e]);
+        tmax_hi = fmaxf(tmax_hi, s[n][2 + e]);
+      }
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
+      tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
+    }
+    // Every row's first tile holds key 0, which no row masks, so the running max is finite from then on.
+    const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
+    const float a_lo = exp2f(m_lo - mn_lo), a_hi = exp2f(m_hi - mn_hi);
+    m_lo = mn_lo;
+    m_hi = mn_hi;
+    l_lo *= a_lo;
+    l_hi *= a_hi;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      o[n][0] *= a_lo;
+      o[n][1] *= a_lo;
+      o[n][2] *= a_hi;
+      o[n][3] *= a_hi;
+    }
+#pragma unroll
+    for (int n = 0; n < tile_k / 8; ++n) {
+      s[n][0] = exp2f(s[n][0] - mn_lo);
+      s[n][1] = exp2f(s[n][1] - mn_lo);
+      s[n][2] = exp2f(s[n][2] - mn_hi);
+      s[n][3] = exp2f(s[n][3] - mn_hi);
+      l_lo += s[n][0] + s[n][1];
+      l_hi += s[n][2] + s[n][3];
+    }
+
+    // O += P V: P's A fragments from the S accumulators (keys 16 kk .. + 15), V by ldmatrix.trans.
+    const unsigned char* vt = v_buf(b);
+#pragma unroll
+    for (int kk = 0; kk < tile_k / 16; ++kk) {
+      const unsigned pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        unsigned vb[4];
+        const int r = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
+        ldmatrix_x4_trans(smem_addr(vt + swizzle<DP>(r, c)), vb);
+        mma_bf16(o[2 * np], pa, vb[0], vb[1]);
+        mma_bf16(o[2 * np + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  if (!warp_active) return;
+
+  // Row sums across the quad, then O / l as bf16 pairs (the padding columns are not stored).
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+  }
+  const block_output dst = policy.output();
+  const int r_lo = my_first + g, r_hi = r_lo + 8;
+  bf16* base = dst.out + 2 * t4;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    if (n * 8 >= D) continue;
+    if (r_lo < rows)
+      *reinterpret_cast<__nv_bfloat162*>(base + r_lo * dst.stride + n * 8) =
+          __floats2bfloat162_rn(o[n][0] / l_lo, o[n][1] / l_lo);
+    if (r_hi < rows)
+      *reinterpret_cast<__nv_bfloat162*>(base + r_hi * dst.stride + n * 8) =
+          __floats2bfloat162_rn(o[n][2] / l_hi, o[n][3] / l_hi);
+  }
+}
+
+// Launches attention_kernel<D, DP, Policy> over `grid` (the policy reads blockIdx), setting the
+// kernel's shared memory limit once per process when it needs more than the default 48 KiB.
+// `scale` multiplies the scores (natural base; the kernel works in base 2).
+template <int D, class Policy>
+void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
+  constexpr int DP = padded_head_dim(D);
+  constexpr std::size_t bytes = layout<DP>::bytes;
+  static const bool ready = [] {
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D, DP, Policy>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+    return true;
+  }();
+  (void)ready;
+  // Scores in base 2: exp(x) = exp2(x * log2(e)).
+  const float scale_log2 = scale * 1.4426950408889634f;
+  itera::kernels::launch(attention_kernel<D, DP, Policy>, grid, threads, bytes, stream, policy, scale_log2);
+}
+
+}  // namespace itera::kernels::flash

@@ -1,0 +1,373 @@
+// The vision encoder's cuda engine (workloads/multimodal/vit_gpu.hpp) against the cpu reference
+// (vit_cpu.hpp, bf16 activations: the same rounding points), and its kernels against naive ones.
+//
+// Bounds. The reference with bf16 activations rounds where the engine stores; the two still differ
+// in summation order (fp32 sums in another order round to the other side of a bf16 tie now and
+// then), in the attention's probabilities (rounded to bf16 for the P V product on tensor cores,
+// fp32 in the reference) and in exp/erf/tanh to an ulp or two. Each difference is one bf16 ulp
+// (2^-8 relative) on a few elements, and it travels through the layers as the bf16 drift itself
+// does; that drift, bf16 activations against fp32 on the same weights, is 5e-3 on the tiny presets
+// (docs/multimodal.md). An engine within 1e-2 of the bf16 reference is therefore as close to it as
+// bf16 allows; a wrong bias, mask, row or head puts the error near 1 (the outputs' own scale).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "itera/core/errors.hpp"
+#include "workloads/gemm/gemm.hpp"
+#include "workloads/gemm/numeric.hpp"
+#include "workloads/multimodal/vit_cpu.hpp"
+#include "workloads/multimodal/vit_model.hpp"
+#include "workloads/multimodal/vit_weights.hpp"
+
+#if ITERA_WITH_CUDA
+#include "itera/core/recorder.hpp"
+#include "itera/cuda/cuda_backend.hpp"
+#include "workloads/multimodal/vit_gpu.hpp"
+#endif
+
+namespace {
+
+#if !ITERA_WITH_CUDA
+
+TEST(vit_device, engine_matches_cpu_reference) { GTEST_SKIP() << "built without the cuda backend"; }
+TEST(vit_device, kernels) { GTEST_SKIP() << "built without the cuda backend"; }
+
+#else
+
+using namespace itera;
+using namespace itera::mm;
+
+constexpr double engine_bound = 1e-2;
+
+float bf16_round(double v) {
+  return gemm::numeric::bf16_to_float(gemm::numeric::float_to_bf16(static_cast<float>(v)));
+}
+
+std::vector<float> random_values(std::size_t n, std::uint64_t seed, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * gemm::random_value(seed, i);
+  return v;
+}
+
+std::vector<float> rounded(std::vector<float> v) {
+  for (auto& x : v) x = bf16_round(x);
+  return v;
+}
+
+// Patch rows for `images` images, image i from (seed, i) only.
+std::vector<float> patches_for(const vit_config& c, std::int64_t images, std::uint64_t seed) {
+  const auto per = static_cast<std::size_t>(c.patches() * c.patch_dim());
+  std::vector<float> out;
+  for (std::int64_t i = 0; i < images; ++i) {
+    const auto one = random_values(per, seed + static_cast<std::uint64_t>(i) * 7919, 2.0f);
+    out.insert(out.end(), one.begin(), one.end());
+  }
+  return out;
+}
+
+std::vector<float> image_of(const token_tensor& t, std::int64_t i) {
+  const auto per = static_cast<std::ptrdiff_t>(t.tokens * t.width);
+  return {t.values.begin() + i * per, t.values.begin() + (i + 1) * per};
+}
+
+double rms(const std::vector<float>& v) {
+  double s = 0;
+  for (const float x : v) s += double(x) * x;
+  return std::sqrt(s / static_cast<double>(std::max<std::size_t>(v.size(), 1)));
+}
+
+class vit_device_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto availability = cuda_availability();
+    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
+    dev = make_cuda_backend(0);
+  }
+  std::unique_ptr<backend> dev;
+
+  // The engine on `images` random images against the bf16 reference: both errors within the
+  // bound, printed; returns the engine's outputs.
+  vit_reference::output check(const vit_config& c, std::int64_t images, const vit_engine_options& o,
+                              const std::string& what) {
+    const auto w = random_vit_weights(c, dtype::bf16, 5);
+    const auto patches = patches_for(c, images, 100);
+    gpu_vit eng(*dev, w, o);
+    const auto* in = eng.upload_patches(patches, images);
+    (void)eng.project(eng.encode(in, images), images);
+    vit_reference::output got{eng.download_features(images), eng.download_image_tokens(images)};
+    const vit_reference ref(w, dtype::bf16), wide(w, dtype::fp32);
+    vit_reference::output want;
+    want.features = ref.encode_patches(patches, images);
+    want.image_tokens = ref.project(want.features);
+    const auto want32 = wide.encode_patches(patches, images);
+    EXPECT_EQ(got.features.tokens, c.tokens());
+    EXPECT_EQ(got.features.width, c.hidden);
+    EXPECT_EQ(got.image_tokens.tokens, c.projector_tokens());
+    EXPECT_EQ(got.image_tokens.width, c.llm_hidden);
+    const double fe = normalised_error(got.features.values, want.features.values);
+    const double te = normalised_error(got.image_tokens.values, want.image_tokens.values);
+    const double drift = normalised_error(want.features.values, want32.values);
+    std::printf("%-34s %s, %lld image(s), T=%lld, head_dim %lld: features %.2e, image tokens %.2e against the bf16 "
+                "reference (its own drift from fp32: %.2e)\n",
+                what.c_str(), c.name.c_str(), static_cast<long long>(images), static_cast<long long>(c.tokens()),
+                static_cast<long long>(c.head_dim()), fe, te, drift);
+    EXPECT_LT(fe, engine_bound) << what;
+    EXPECT_LT(te, engine_bound) << what;
+    EXPECT_GT(rms(want.features.values), 0.3) << "outputs of a meaningful scale";
+    return got;
+  }
+};
+
+// Both tiny presets (T = 17 and 25: one partial key tile), batch 1 and 3; the CUDA-core
+// attention and, for SigLIP's gelu_tanh, fc1 through the kernel instead of cuBLASLt's epilogue.
+TEST_F(vit_device_test, engine_matches_cpu_reference) {
+  for (const char* name : {"tiny", "tiny-siglip"}) {
+    const auto c = vit_preset(name);
+    vit_engine_options o;
+    o.max_images = 3;
+    (void)check(c, 1, o, "batch 1");
+    (void)check(c, 3, o, "batch 3");
+    o.attention_tensor_cores = false;
+    (void)check(c, 3, o, "attention on CUDA cores");
+    o.attention_tensor_cores = true;
+    o.gelu_tanh_epilogue = false;
+    o.tune_gemms = false;
+    (void)check(c, 3, o, "fc1 kernel, heuristic GEMMs");
+  }
+}
+
+// fc1_bf16_sums rounds fc1 twice, away from the reference's rounding points: further from it,
+// within the workload's tolerance (2e-2) still.
+TEST_F(vit_device_test, fc1_bf16_sums) {
+  vit_engine_options o;
+  o.max_images = 2;
+  o.fc1_bf16_sums = true;
+  const auto c = vit_preset("tiny");
+  const auto w = random_vit_weights(c, dtype::bf16, 5);
+  const auto patches = patches_for(c, 2, 100);
+  gpu_vit eng(*dev, w, o);
+  (void)eng.project(eng.encode(eng.upload_patches(patches, 2), 2), 2);
+  const vit_reference ref(w, dtype::bf16);
+  const auto want = ref.encode_patches(patches, 2);
+  const double e = normalised_error(eng.download_features(2).values, want.values);
+  std::printf("fc1 sums rounded to bf16: features %.2e against the bf16 reference\n", e);
+  EXPECT_LT(e, 2e-2);
+  EXPECT_GT(e, 0.0);
+}
+
+// Shapes whose tokens span several key tiles with a partial last one, at the head sizes of
+// ViT-L (64) and SigLIP so400m (72, held as 80), with and without a class token.
+TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
+  struct shape_case {
+    const char* preset;
+    const char* spec;
+  };
+  for (const auto& s : {shape_case{"tiny", "hidden=128;heads=2;image=36"},       // T = 82, head_dim 64
+                        shape_case{"tiny-siglip", "hidden=144;heads=2;image=36"},  // T = 81, head_dim 72
+                        shape_case{"tiny", "hidden=144;heads=2;image=32"},         // T = 65, head_dim 72
+                        shape_case{"tiny", "hidden=96;heads=2;image=28"}}) {       // T = 50, head_dim 48 (CUDA cores)
+    const auto c = apply_vit_shape(vit_preset(s.preset), s.spec);
+    vit_engine_options o;
+    o.max_images = 2;
+    (void)check(c, 2, o, s.spec);
+  }
+}
+
+// Images of a batch do not see each other: changing image 1 leaves images 0 and 2 bit for bit.
+TEST_F(vit_device_test, images_in_a_batch_are_independent) {
+  const auto c = apply_vit_shape(vit_preset("tiny"), "hidden=128;heads=2;image=36");
+  const auto w = random_vit_weights(c, dtype::bf16, 9);
+  vit_engine_options o;
+  o.max_images = 3;
+  gpu_vit eng(*dev, w, o);
+  auto patches = patches_for(c, 3, 300);
+  const auto run = [&] {
+    const auto* in = eng.upload_patches(patches, 3);
+    (void)eng.project(eng.encode(in, 3), 3);
+    return vit_reference::output{eng.download_features(3), eng.download_image_tokens(3)};
+  };
+  const auto a = run();
+  const auto per = static_cast<std::size_t>(c.patches() * c.patch_dim());
+  for (std::size_t i = per; i < 2 * per; ++i) patches[i] = -patches[i] + 0.25f;
+  const auto b = run();
+  for (std::int64_t i : {0, 2}) {
+    EXPECT_EQ(image_of(a.features, i), image_of(b.features, i)) << "features of image " << i;
+    EXPECT_EQ(image_of(a.image_tokens, i), image_of(b.image_tokens, i)) << "image tokens of image " << i;
+  }
+  EXPECT_GT(normalised_error(image_of(b.features, 1), image_of(a.features, 1)), 0.1) << "image 1 changed";
+}
+
+// The stage scopes: every stage of vit_stages() under its name, with the declared FLOPs.
+TEST_F(vit_device_test, stages_are_recorded_by_name) {
+  const auto c = vit_preset("tiny");
+  const auto w = random_vit_weights(c, dtype::bf16, 5);
+  vit_engine_options o;
+  o.max_images = 2;
+  gpu_vit eng(*dev, w, o);
+  const auto* in = eng.upload_patches(patches_for(c, 2, 1), 2);
+  for (const auto names : {vit_stage_names::kinds, vit_stage_names::layers}) {
+    stage_recorder rec(dev->clock(), &dev->memory_tracking());
+    (void)eng.project(eng.encode(in, 2, &rec, names), 2, &rec, names);
+    eng.synchronize();
+    const auto records = rec.finish();
+    for (const auto& s : vit_stages(c, dtype::bf16, dtype::bf16)) {
+      const auto path = stage_path(s, names);
+      const auto it = std::find_if(records.begin(), records.end(), [&](const stage_record& r) { return r.path == path; });
+      ASSERT_NE(it, records.end()) << path;
+      const double calls = names == vit_stage_names::kinds && s.layer >= 0 ? static_cast<double>(c.layers) : 1.0;
+      EXPECT_EQ(static_cast<double>(it->calls), calls) << path;
+      EXPECT_GE(it->device_ns, 0) << path;
+      EXPECT_NEAR(it->flops, 2 * s.flops() * calls, 1e-6 * it->flops + 1) << path;
+    }
+  }
+}
+
+// The graph replays what encode + project enqueue.
+TEST_F(vit_device_test, graph_replays_the_same_work) {
+  const auto c = vit_preset("tiny-siglip");
+  const auto w = random_vit_weights(c, dtype::bf16, 5);
+  vit_engine_options o;
+  o.max_images = 2;
+  gpu_vit eng(*dev, w, o);
+  const auto* in = eng.upload_patches(patches_for(c, 2, 3), 2);
+  (void)eng.project(eng.encode(in, 2), 2);
+  const auto eager = eng.download_image_tokens(2);
+  eng.capture(in, 2);
+  eng.run_graph();
+  eng.synchronize();
+  EXPECT_EQ(eng.download_image_tokens(2).values, eager.values);
+}
+
+// Bad input: a batch larger than the engine, weights not bf16.
+TEST_F(vit_device_test, bad_input) {
+  const auto c = vit_preset("tiny");
+  vit_engine_options o;
+  o.max_images = 2;
+  const auto fp32_weights = random_vit_weights(c, dtype::fp32, 1);
+  EXPECT_THROW({ gpu_vit e(*dev, fp32_weights, o); }, usage_error);
+  gpu_vit eng(*dev, random_vit_weights(c, dtype::bf16, 1), o);
+  EXPECT_THROW((void)eng.upload_patches(patches_for(c, 3, 1), 3), usage_error);
+  EXPECT_THROW((void)eng.upload_patches(std::vector<float>(10), 1), usage_error);
+  const auto* in = eng.upload_patches(patches_for(c, 2, 1), 2);
+  EXPECT_THROW((void)eng.encode(in, 3), usage_error);
+  (void)eng.encode(in, 1);
+  EXPECT_THROW((void)eng.download_features(2), usage_error);
+}
+
+// bias + activation against the activation in double, rounded once: at most one bf16 ulp (or
+// 1e-6, where the values vanish for negative inputs) apart, since the kernel's fp32 expf and erfcf
+// are within an ulp or two and a tie can round the other way; 99% equal. Widths 4096 (eight
+// values per thread) and 7 (one per thread).
+TEST_F(vit_device_test, activations) {
+  for (const auto act : {vit_activation::quick_gelu, vit_activation::gelu, vit_activation::gelu_tanh}) {
+    for (const std::int64_t width : {4096, 7}) {
+      const std::int64_t rows = 33;
+      const auto in = random_values(static_cast<std::size_t>(rows * width), 21, 8.0f);  // [-8, 8)
+      const auto bias = rounded(random_values(static_cast<std::size_t>(width), 22, 0.5f));
+      const auto got = gpu_bias_activation(*dev, act, in, bias);
+      ASSERT_EQ(got.size(), in.size());
+      std::size_t equal = 0, far = 0;
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const float z = in[i] + bias[i % static_cast<std::size_t>(width)];  // the kernel's fp32 sum
+        const float want = bf16_round(activate(act, z));
+        const float diff = std::abs(got[i] - want);
+        if (got[i] == want || diff <= 1e-6f) ++equal;
+        else if (!(diff <= std::abs(want) * 0x1p-7f)) ++far;  // NaN is far
+      }
+      std::printf("%s width %lld: %zu of %zu equal to the rounded double value (or within 1e-6), %zu further than one ulp\n",
+                  std::string(activation_name(act)).c_str(), static_cast<long long>(width), equal, in.size(), far);
+      EXPECT_EQ(far, 0u) << activation_name(act);
+      EXPECT_GT(static_cast<double>(equal), 0.99 * static_cast<double>(in.size())) << activation_name(act);
+    }
+  }
+}
+
+// LayerNorm against double statistics: one warp per row (64, 1024, 1152) and one block per row
+// (100: not a multiple of 8; 3000: wider than a warp holds).
+TEST_F(vit_device_test, layer_norm) {
+  for (const std::int64_t width : {64, 1024, 1152, 100, 3000}) {
+    const std::int64_t rows = 37;
+    // An offset and a spread like the residual stream's, so the mean matters.
+    auto x = random_values(static_cast<std::size_t>(rows * width), 31, 6.0f);
+    for (auto& v : x) v = bf16_round(v + 1.5f);
+    const auto gamma = rounded(random_values(static_cast<std::size_t>(width), 32, 0.1f));
+    auto g = gamma;
+    for (auto& v : g) v = bf16_round(1.0f + v);
+    const auto beta = rounded(random_values(static_cast<std::size_t>(width), 33, 0.02f));
+    const float eps = 1e-5f;
+    const auto got = gpu_layer_norm(*dev, x, g, beta, eps);
+    std::vector<float> want(x.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* row = &x[static_cast<std::size_t>(r * width)];
+      double mean = 0, var = 0;
+      for (std::int64_t i = 0; i < width; ++i) mean += row[i];
+      mean /= static_cast<double>(width);
+      for (std::int64_t i = 0; i < width; ++i) var += (row[i] - mean) * (row[i] - mean);
+      var /= static_cast<double>(width);
+      for (std::int64_t i = 0; i < width; ++i)
+        want[static_cast<std::size_t>(r * width + i)] = bf16_round((row[i] - mean) / std::sqrt(var + eps) * g[static_cast<std::size_t>(i)] + beta[static_cast<std::size_t>(i)]);
+    }
+    const double e = normalised_error(got, want);
+    std::printf("layer_norm width %lld: normalised error %.2e against double statistics\n", static_cast<long long>(width), e);
+    EXPECT_LT(e, 2e-3) << width;  // a few one-ulp ties (bf16 rounding alone would be ~1.6e-3 against exact values)
+  }
+}
+
+// Attention against a naive one in double on the same bf16 inputs: head sizes 64 and 72 (and 16,
+// 128) on tensor cores and on CUDA cores, 257 tokens (ViT-L at 224: a last key tile of one token)
+// and 2 images of 3 heads (so a wrong image or head offset shows). The output is rounded to bf16
+// (2e-3 alone) and the tensor-core kernel rounds the probabilities to bf16: within 6e-3.
+TEST_F(vit_device_test, attention_against_naive) {
+  constexpr std::int64_t images = 2, heads = 3, tokens = 257;
+  for (const std::int64_t hd : {64, 72, 16, 128}) {
+    const std::int64_t hidden = heads * hd, width = 3 * hidden;
+    // q and k of a scale that makes the attention neither uniform nor one-hot.
+    const auto qkv = rounded(random_values(static_cast<std::size_t>(images * tokens * width), 40 + hd, 2.0f));
+    std::vector<float> want(static_cast<std::size_t>(images * tokens * hidden));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    std::vector<double> p(static_cast<std::size_t>(tokens));
+    for (std::int64_t n = 0; n < images; ++n)
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t i = 0; i < tokens; ++i) {
+          const float* q = &qkv[static_cast<std::size_t>((n * tokens + i) * width + h * hd)];
+          double m = -INFINITY;
+          for (std::int64_t j = 0; j < tokens; ++j) {
+            const float* k = &qkv[static_cast<std::size_t>((n * tokens + j) * width + hidden + h * hd)];
+            double s = 0;
+            for (std::int64_t d = 0; d < hd; ++d) s += double(q[d]) * k[d];
+            p[static_cast<std::size_t>(j)] = s * scale;
+            m = std::max(m, s * scale);
+          }
+          double total = 0;
+          for (auto& v : p) total += v = std::exp(v - m);
+          for (std::int64_t d = 0; d < hd; ++d) {
+            double acc = 0;
+            for (std::int64_t j = 0; j < tokens; ++j)
+              acc += p[static_cast<std::size_t>(j)] * qkv[static_cast<std::size_t>((n * tokens + j) * width + 2 * hidden + h * hd + d)];
+            want[static_cast<std::size_t>((n * tokens + i) * hidden + h * hd + d)] = static_cast<float>(acc / total);
+          }
+        }
+    for (const bool tc : {true, false}) {
+      if (tc && !gpu_attention_on_tensor_cores(*dev, hd)) {
+        std::printf("attention head_dim %lld: no tensor-core kernel on this device\n", static_cast<long long>(hd));
+        continue;
+      }
+      const auto got = gpu_attention(*dev, qkv, images, tokens, heads, hd, tc);
+      const double e = normalised_error(got, want);
+      std::printf("attention head_dim %lld, %lld tokens, %s: normalised error %.2e\n", static_cast<long long>(hd),
+                  static_cast<long long>(tokens), tc ? "tensor cores" : "CUDA cores", e);
+      EXPECT_LT(e, tc ? 6e-3 : 3e-3) << "head_dim " << hd << (tc ? " tensor cores" : " CUDA cores");
+    }
+  }
+}
+
+#endif
+
+}  // namespace
