@@ -161,6 +161,7 @@ pipeline_case read_pipeline_case(const case_state& st) {
   c.vision = vit_preset(st.get_string("encoder"));
   c.vision.llm_hidden = c.language.hidden;
   validate(c.vision);
+  c.fc1_bf16_sums = c.vision.activation != vit_activation::gelu_tanh;
   c.resolution = st.get_int("resolution");
   c.images = st.get_int("images");
   c.batch = st.get_int("batch");
@@ -193,6 +194,7 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
   st.set_field("precision.weights", "bf16");
   st.set_field("precision.compute", lm.precision_note());
   st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
+  st.set_field("precision.fc1_sums", c.fc1_bf16_sums ? "bf16" : "fp32");
 
   const image_set batch = batch_images(c);
   thread_pool pool(std::max<std::size_t>(1, std::thread::hardware_concurrency()));
@@ -354,7 +356,9 @@ namespace {
 class cpu_vision final : public vision_side {
  public:
   cpu_vision(const pipeline_case& c)
-      : m_case(c), m_weights(random_vit_weights(c.vision, dtype::bf16, c.seed)), m_reference(m_weights, dtype::bf16) {}
+      : m_case(c), m_weights(random_vit_weights(c.vision, dtype::bf16, c.seed)), m_reference(m_weights, dtype::bf16) {
+    m_reference.set_fc1_bf16_sums(c.fc1_bf16_sums);
+  }
 
   void preprocess(const std::vector<const rgb_image*>& images) override {
     m_pixels = {};

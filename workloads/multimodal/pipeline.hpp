@@ -50,6 +50,9 @@ struct pipeline_case {
   bool end_to_end = false;
   std::string source = "synthetic";  // or a folder of images
   preprocess_config preprocess;      // the encoder's: its side and patch, CLIP's normalisation
+  // fc1's sums rounded to bf16 before the activation, as PyTorch runs a bf16 Linear and then its
+  // activation (quick_gelu, gelu; gelu_tanh runs in cuBLASLt's epilogue from fp32 sums).
+  bool fc1_bf16_sums = true;
   std::int64_t tokens_per_image() const { return vision.projector_tokens(); }
   std::int64_t context_length() const { return prompt + images * tokens_per_image(); }
 };

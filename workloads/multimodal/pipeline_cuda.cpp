@@ -37,6 +37,7 @@ class cuda_vision final : public vision_side {
   static vit_engine_options options(const pipeline_case& c) {
     vit_engine_options o;
     o.max_images = c.batch * c.images;
+    o.fc1_bf16_sums = c.fc1_bf16_sums;
     return o;
   }
   gpu_preprocessor m_pre;

@@ -185,6 +185,7 @@ token_tensor vit_reference::encode_patches(std::span<const float> patch_values, 
     layer_norm(x.data(), rows, D, lw.norm2_weight, lw.norm2_bias, c.layer_norm_eps, h.data());
     round(h);
     linear(h.data(), rows, D, lw.fc1_weight, M, lw.fc1_bias, f.data());
+    if (m_fc1_bf16_sums) round(f);
     for (auto& v : f) v = activate(c.activation, v);
     round(f);
     linear(f.data(), rows, M, lw.fc2_weight, D, lw.fc2_bias, tmp.data());

@@ -17,7 +17,9 @@
 //                                                          flash kernel keeps them on chip)
 //   7. x = bf16(x + a Wo^T + bo)                           residual added in fp32, rounded once
 //   8. h = bf16(LayerNorm2(x))
-//   9. f = bf16(act(h W1^T + b1))
+//   9. f = bf16(act(h W1^T + b1))                          with set_fc1_bf16_sums(true), as PyTorch
+//                                                          runs a bf16 Linear and then its activation:
+//                                                          f = bf16(act(bf16(h W1^T + b1)))
 //  10. x = bf16(x + f W2^T + b2)
 //  11. x = bf16(LayerNorm(x))                              post_norm, when present: the features
 //  projector, on the selected tokens of the features:
@@ -47,6 +49,8 @@ class vit_reference {
   vit_reference(vit_weights&&, dtype) = delete;  // a temporary would not outlive the reference
 
   const vit_config& config() const { return m_weights.config; }
+  // Step 9 with fc1's sums rounded to bf16 before the activation (bf16 activations only).
+  void set_fc1_bf16_sums(bool on) { m_fc1_bf16_sums = on; }
   dtype activations() const { return m_activations; }
 
   // The encoder on preprocess.hpp's NCHW float32 output [N, C, S, S]: features [N, T, D].
@@ -68,6 +72,7 @@ class vit_reference {
   const vit_weights& m_weights;
   dtype m_activations;
   std::vector<fused_qkv> m_qkv;  // one per layer
+  bool m_fc1_bf16_sums = false;
 };
 
 // [N, G*G, C*P*P] from NCHW with G = floor(side / P) per axis: preprocess.hpp's patchify where P
