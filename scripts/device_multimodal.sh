@@ -40,7 +40,7 @@ def stage(j, path):
     reps = max(1, len(j.get("samples", {}).get("device_ns", [])) or 1)
     for s in j.get("stages", []):
         if s["path"] == path:
-            t = s["device_ns"] if s.get("device_ns", -1) >= 0 else s["host_ns"]
+            t = s["device_ns"] if s.get("device_ns", -1) > 0 else s["host_ns"]
             return t / reps * 1e-6
     return None
 print("| encoder | model | loop | res | images | batch | status | images/s | ttft ms | read | decode | preprocess | vision | context | prefill | decode steps | cold total ms | warm total ms |")
@@ -55,5 +55,5 @@ for j in rows:
           + f" | {f(m.get('latency/cold/total'), 1e3)} | {f(m.get('latency/warm/total'), 1e3)} |")
     if j["status"] != "ok":
         print(f"|   {j.get('message', '')[:240]} |")
-print("(stage columns: ms per repetition, device time where the stage has one, else host)")
+print("(stage columns: ms per repetition, device time where the stage ran device work, else host)")
 PY

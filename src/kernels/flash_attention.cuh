@@ -46,7 +46,7 @@ namespace itera::kernels::flash {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int tile_q = 64, tile_k = 64, warps = 4, warp_rows = 16, threads = warps * 32;
+constexpr int tile_q = 64, tile_k = 64, warps = 4, warp_rows_per_warp = 16, threads = warps * 32;
 
 // D rounded up to mma's k-step.
 constexpr int padded_head_dim(int d) { return (d + 15) / 16 * 16; }
@@ -84,27 +84,152 @@ struct block_output {
 // Blocks per SM the register allocation must leave room for, by padded head dimension: what ptxas
 // chose for the llm prefill kernel before it was generalised (255, 168, 128 and 96 registers at
 // 128, 64, 32 and 16), kept so that the kernel's occupancy does not change with the policy.
-// Non-causal (the ViT: short sequences, every block walks every key tile) asks for four blocks per
-// SM up to DP 80 (128 registers): its blocks are short, and more of them resident hide the copies'
-// latency (ViT-L/14 attention at batch 128: 85 TFLOP/s with three blocks per SM, H200).
-constexpr int min_blocks(int dp, bool causal) {
-  if (!causal) return dp >= 128 ? 2 : 4;
-  return dp >= 128 ? 1 : dp >= 80 ? 2 : dp >= 64 ? 3 : dp >= 32 ? 4 : 5;
+constexpr int min_blocks(int dp) { return dp >= 128 ? 1 : dp >= 80 ? 2 : dp >= 64 ? 3 : dp >= 32 ? 4 : 5; }
+
+// One warp's 16 query rows: the online softmax's running max and sum per row (each thread holds
+// rows g and g + 8 of its quad) and the output accumulators, O[n] holding columns 8n .. 8n + 7.
+template <int DP>
+struct warp_rows {
+  float o[DP / 8][4];
+  float m_lo, m_hi, l_lo, l_hi;
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    m_lo = m_hi = -INFINITY;
+    l_lo = l_hi = 0.0f;
+  }
+};
+
+// The warp's Q fragments of its 16 rows from a swizzled [rows][DP] shared tile, from row `first`.
+template <int DP>
+__device__ __forceinline__ void load_q_fragments(const unsigned char* sq, int first, int lane,
+                                                 unsigned (&qf)[DP / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk) {
+    const int r = first + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * kk + lane / 16;
+    ldmatrix_x4(smem_addr(sq + swizzle<DP>(r, c)), qf[kk]);
+  }
+}
+
+// One tile of 64 keys (k0 ..) against the warp's 16 rows: S = Q K^T on tensor cores, the online
+// softmax in base 2 (keys for which allowed(key, row_hi) is false masked when `masking`), O += P V.
+// Only the first `groups` 16-key groups of the tile are computed (the rest hold no key).
+template <int DP, class Allowed>
+__device__ __forceinline__ void attend_tile(warp_rows<DP>& st, const unsigned (&qf)[DP / 16][4], const unsigned char* kt,
+                                            const unsigned char* vt, int k0, int groups, bool masking,
+                                            const Allowed& allowed, float scale_log2, int lane) {
+  constexpr int KS = DP / 16, NT = DP / 8;
+  const int t4 = lane % 4;
+  // S = Q K^T: 16 rows x 64 keys per warp, n-tile n holds keys k0 + 8n .. + 7.
+  float s[tile_k / 8][4];
+#pragma unroll
+  for (int n = 0; n < tile_k / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+    for (int np = 0; np < tile_k / 16; ++np) {
+      if (np >= groups) continue;
+      unsigned kb[4];
+      const int r = np * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
+      ldmatrix_x4(smem_addr(kt + swizzle<DP>(r, c)), kb);
+      mma_bf16(s[2 * np], qf[kk], kb[0], kb[1]);
+      mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+    }
+  }
+  float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < tile_k / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int key = k0 + n * 8 + 2 * t4 + e;
+      s[n][e] = (!masking || allowed(key, false)) ? s[n][e] * scale_log2 : -INFINITY;
+      s[n][2 + e] = (!masking || allowed(key, true)) ? s[n][2 + e] * scale_log2 : -INFINITY;
+      tmax_lo = fmaxf(tmax_lo, s[n][e]);
+      tmax_hi = fmaxf(tmax_hi, s[n][2 + e]);
+    }
+  }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
+    tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
+  }
+  // Every row's first tile holds key 0, which no row masks, so the running max is finite from then on.
+  const float mn_lo = fmaxf(st.m_lo, tmax_lo), mn_hi = fmaxf(st.m_hi, tmax_hi);
+  const float a_lo = exp2f(st.m_lo - mn_lo), a_hi = exp2f(st.m_hi - mn_hi);
+  st.m_lo = mn_lo;
+  st.m_hi = mn_hi;
+  st.l_lo *= a_lo;
+  st.l_hi *= a_hi;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    st.o[n][0] *= a_lo;
+    st.o[n][1] *= a_lo;
+    st.o[n][2] *= a_hi;
+    st.o[n][3] *= a_hi;
+  }
+#pragma unroll
+  for (int n = 0; n < tile_k / 8; ++n) {
+    s[n][0] = exp2f(s[n][0] - mn_lo);
+    s[n][1] = exp2f(s[n][1] - mn_lo);
+    s[n][2] = exp2f(s[n][2] - mn_hi);
+    s[n][3] = exp2f(s[n][3] - mn_hi);
+    st.l_lo += s[n][0] + s[n][1];
+    st.l_hi += s[n][2] + s[n][3];
+  }
+  // O += P V: P's A fragments from the S accumulators (keys 16 kk .. + 15), V by ldmatrix.trans.
+#pragma unroll
+  for (int kk = 0; kk < tile_k / 16; ++kk) {
+    if (kk >= groups) continue;
+    const unsigned pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                            pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                            pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      unsigned vb[4];
+      const int r = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
+      ldmatrix_x4_trans(smem_addr(vt + swizzle<DP>(r, c)), vb);
+      mma_bf16(st.o[2 * np], pa, vb[0], vb[1]);
+      mma_bf16(st.o[2 * np + 1], pa, vb[2], vb[3]);
+    }
+  }
+}
+
+// Row sums across the quad, then O / l as bf16 pairs into rows first .. first + 15 of `out` (row
+// stride `stride`), rows at or past `rows` left alone, the padding columns (D .. DP) not stored.
+template <int D, int DP>
+__device__ __forceinline__ void store_rows(warp_rows<DP>& st, bf16* out, std::int64_t stride, int first, int rows,
+                                           int lane) {
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    st.l_lo += __shfl_xor_sync(0xffffffffu, st.l_lo, off);
+    st.l_hi += __shfl_xor_sync(0xffffffffu, st.l_hi, off);
+  }
+  const int g = lane / 4, t4 = lane % 4;
+  const int r_lo = first + g, r_hi = r_lo + 8;
+  bf16* base = out + 2 * t4;
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n) {
+    if (n * 8 >= D) continue;
+    if (r_lo < rows)
+      *reinterpret_cast<__nv_bfloat162*>(base + r_lo * stride + n * 8) =
+          __floats2bfloat162_rn(st.o[n][0] / st.l_lo, st.o[n][1] / st.l_lo);
+    if (r_hi < rows)
+      *reinterpret_cast<__nv_bfloat162*>(base + r_hi * stride + n * 8) =
+          __floats2bfloat162_rn(st.o[n][2] / st.l_hi, st.o[n][3] / st.l_hi);
+  }
 }
 
 template <int D, int DP, class Policy>
-__global__ void __launch_bounds__(threads, min_blocks(DP, Policy::causal))
+__global__ void __launch_bounds__(threads, min_blocks(DP))
     attention_kernel(const Policy policy, float scale_log2) {
   static_assert(D % 8 == 0 && DP % 16 == 0 && D <= DP && DP - D < 16, "head dimension padding");
   using L = layout<DP>;
-  constexpr int KS = DP / 16;  // k-steps of Q K^T
-  constexpr int NT = DP / 8;   // n-tiles of O
   extern __shared__ __align__(128) unsigned char smem[];
   grid_dependents_launch();
   grid_dependency_wait();
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4, t4 = lane % 4;  // mma fragment row (and row + 8) and column pair
+  const int g = lane / 4;  // mma fragment row (and row + 8)
   const block_work w = policy.work();
   const int rows = w.rows;
 
@@ -121,20 +246,24 @@ __global__ void __launch_bounds__(threads, min_blocks(DP, Policy::causal))
   issue_kv(0, 0);
   cp_async_commit();
 
-  const int my_first = warp * warp_rows;
+  const int my_first = warp * warp_rows_per_warp;
   const bool warp_active = my_first < rows;
   // Causal: the last position of the warp's rows, this thread's two rows' positions (positions fit
   // in int: max_context is far below 2^31), and the first key tile that needs masking.
-  const std::int64_t warp_last_pos = w.first_pos + min(my_first + warp_rows, rows) - 1;
+  const std::int64_t warp_last_pos = w.first_pos + min(my_first + warp_rows_per_warp, rows) - 1;
   const int pos_lo = static_cast<int>(w.first_pos) + my_first + g, pos_hi = pos_lo + 8;
   const int diag_from = static_cast<int>(w.first_pos) + my_first - tile_k + 1;
   const int keys = static_cast<int>(w.keys);
+  // Causal: keys after a row's position are masked (the diagonal tiles). Otherwise: keys past the
+  // last (the partial last tile).
+  const auto allowed = [&](int key, bool hi) {
+    if constexpr (Policy::causal) return key <= (hi ? pos_hi : pos_lo);
+    else return key < keys;
+  };
 
-  unsigned qf[KS][4];
-  float o[NT][4];
-#pragma unroll
-  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+  unsigned qf[DP / 16][4];
+  warp_rows<DP> st;
+  st.reset();
 
   const std::int64_t tiles = (w.keys + tile_k - 1) / tile_k;
   for (std::int64_t j = 0; j < tiles; ++j) {
@@ -143,133 +272,24 @@ __global__ void __launch_bounds__(threads, min_blocks(DP, Policy::causal))
     __syncthreads();  // tile j (and Q) landed; everyone is done with the other buffer
     if (j + 1 < tiles) issue_kv((j + 1) * tile_k, b ^ 1);
     cp_async_commit();
-    if (j == 0) {
-#pragma unroll
-      for (int kk = 0; kk < KS; ++kk) {
-        const int r = my_first + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * kk + lane / 16;
-        ldmatrix_x4(smem_addr(sq + swizzle<DP>(r, c)), qf[kk]);
-      }
-    }
+    if (j == 0) load_q_fragments<DP>(sq, my_first, lane, qf);
     const int k0 = static_cast<int>(j) * tile_k;
-    // 16-key groups of the tile that hold keys: the rest (past the last key: zero-filled, masked)
-    // is skipped in both products. T = 257 leaves one key in the last tile.
-    const int groups = (min(tile_k, keys - k0) + 15) / 16;
     if (!warp_active) continue;
     if constexpr (Policy::causal) {
       if (k0 > warp_last_pos) continue;  // every key of the tile is after the warp's rows
     }
-
-    // S = Q K^T: 16 rows x 64 keys per warp, n-tile n holds keys k0 + 8n .. + 7.
-    float s[tile_k / 8][4];
-#pragma unroll
-    for (int n = 0; n < tile_k / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    const unsigned char* kt = k_buf(b);
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-#pragma unroll
-      for (int np = 0; np < tile_k / 16; ++np) {
-        if (np >= groups) continue;
-        unsigned kb[4];
-        const int r = np * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
-        ldmatrix_x4(smem_addr(kt + swizzle<DP>(r, c)), kb);
-        mma_bf16(s[2 * np], qf[kk], kb[0], kb[1]);
-        mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
-      }
-    }
-
-    // Online softmax (base 2). Causal: keys after a row's position are masked (the diagonal
-    // tiles). Otherwise: keys past the last (the partial last tile).
+    // 16-key groups of the tile that hold keys: the rest (past the last key: zero-filled, masked)
+    // is skipped in both products. T = 257 leaves one key in the last tile.
+    const int groups = (min(tile_k, keys - k0) + 15) / 16;
     bool masking;
     if constexpr (Policy::causal) masking = k0 > diag_from - 1;
     else masking = k0 + tile_k > keys;
-    float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < tile_k / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = k0 + n * 8 + 2 * t4 + e;
-        bool lo_ok, hi_ok;
-        if constexpr (Policy::causal) {
-          lo_ok = key <= pos_lo;
-          hi_ok = key <= pos_hi;
-        } else {
-          lo_ok = hi_ok = key < keys;
-        }
-        s[n][e] = (!masking || lo_ok) ? s[n][e] * scale_log2 : -INFINITY;
-        s[n][2 + e] = (!masking || hi_ok) ? s[n][2 + e] * scale_log2 : -INFINITY;
-        tmax_lo = fmaxf(tmax_lo, s[n][e]);
-        tmax_hi = fmaxf(tmax_hi, s[n][2 + e]);
-      }
-    }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
-      tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
-    }
-    // Every row's first tile holds key 0, which no row masks, so the running max is finite from then on.
-    const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
-    const float a_lo = exp2f(m_lo - mn_lo), a_hi = exp2f(m_hi - mn_hi);
-    m_lo = mn_lo;
-    m_hi = mn_hi;
-    l_lo *= a_lo;
-    l_hi *= a_hi;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      o[n][0] *= a_lo;
-      o[n][1] *= a_lo;
-      o[n][2] *= a_hi;
-      o[n][3] *= a_hi;
-    }
-#pragma unroll
-    for (int n = 0; n < tile_k / 8; ++n) {
-      s[n][0] = exp2f(s[n][0] - mn_lo);
-      s[n][1] = exp2f(s[n][1] - mn_lo);
-      s[n][2] = exp2f(s[n][2] - mn_hi);
-      s[n][3] = exp2f(s[n][3] - mn_hi);
-      l_lo += s[n][0] + s[n][1];
-      l_hi += s[n][2] + s[n][3];
-    }
-
-    // O += P V: P's A fragments from the S accumulators (keys 16 kk .. + 15), V by ldmatrix.trans.
-    const unsigned char* vt = v_buf(b);
-#pragma unroll
-    for (int kk = 0; kk < tile_k / 16; ++kk) {
-      if (kk >= groups) continue;
-      const unsigned pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        unsigned vb[4];
-        const int r = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
-        ldmatrix_x4_trans(smem_addr(vt + swizzle<DP>(r, c)), vb);
-        mma_bf16(o[2 * np], pa, vb[0], vb[1]);
-        mma_bf16(o[2 * np + 1], pa, vb[2], vb[3]);
-      }
-    }
+    attend_tile<DP>(st, qf, k_buf(b), v_buf(b), k0, groups, masking, allowed, scale_log2, lane);
   }
   cp_async_wait<0>();
   if (!warp_active) return;
-
-  // Row sums across the quad, then O / l as bf16 pairs (the padding columns are not stored).
-#pragma unroll
-  for (int off = 1; off <= 2; off <<= 1) {
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
-  }
   const block_output dst = policy.output();
-  const int r_lo = my_first + g, r_hi = r_lo + 8;
-  bf16* base = dst.out + 2 * t4;
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    if (n * 8 >= D) continue;
-    if (r_lo < rows)
-      *reinterpret_cast<__nv_bfloat162*>(base + r_lo * dst.stride + n * 8) =
-          __floats2bfloat162_rn(o[n][0] / l_lo, o[n][1] / l_lo);
-    if (r_hi < rows)
-      *reinterpret_cast<__nv_bfloat162*>(base + r_hi * dst.stride + n * 8) =
-          __floats2bfloat162_rn(o[n][2] / l_hi, o[n][3] / l_hi);
-  }
+  store_rows<D, DP>(st, dst.out, dst.stride, my_first, rows, lane);
 }
 
 // Launches attention_kernel<D, DP, Policy> over `grid` (the policy reads blockIdx), setting the

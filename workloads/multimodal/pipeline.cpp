@@ -306,11 +306,12 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
     r.metrics.push_back({"throughput/requests_per_s", static_cast<double>(requests) / median_s, "requests/s"});
     r.metrics.push_back(
         {"throughput/output_tokens_per_s", static_cast<double>(requests * c.output) / median_s, "tokens/s"});
-    // Time to first token of a batch: everything before the first decode step, per repetition.
+    // Time to first token of a batch: the stages before the first decode step, per repetition, each
+    // its device time where it ran device work, else its host time (read and decode run on the host).
     const double samples = static_cast<double>(r.device_ns.size());
     double first_token_ns = 0;
     for (const char* s : {"read", "decode", "preprocess", "vision", "context", "generation/prefill"})
-      if (const stage_record* x = find_stage(r, s)) first_token_ns += x->device_ns >= 0 ? x->device_ns : x->host_ns;
+      if (const stage_record* x = find_stage(r, s)) first_token_ns += x->device_ns > 0 ? x->device_ns : x->host_ns;
     r.metrics.push_back({"latency/ttft", first_token_ns / samples * 1e-9, "s"});
   });
 }

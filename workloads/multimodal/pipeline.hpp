@@ -82,9 +82,11 @@ class vision_side {
   virtual void prepare(std::int64_t /*views*/) {}
 };
 
-// Runs one case: builds the set and the requests, declares the work, runs one cold pass (its
-// per-stage host latencies become "latency/cold/<stage>" metrics, beside the warm ones of the
-// timed loop: "latency/warm/<stage>"), then times the loop.
+// Runs one case: builds the set and the requests, declares the work, runs one cold pass, then
+// times the loop. The cold pass's per-stage host times become "latency/cold/<stage>", beside the
+// warm loop's mean host times per repetition, "latency/warm/<stage>" (what a first batch pays on
+// the host: kernel loading, plans, first touches; GPU stages' host times are their enqueueing);
+// "latency/cold/total" and "latency/warm/total" include waiting for the device.
 void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm);
 
 workload_decl pipeline_declaration();
