@@ -19,6 +19,12 @@ using matmul_desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, lt_deleter>;
 using matrix_layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, lt_deleter>;
 using matmul_preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, lt_deleter>;
 
+// A named holder: nvcc 13.0 (C++20) crashes on containers of the anonymous cublasLtMatmulAlgo_t, a
+// struct behind a typedef ("internal error ... find_allocated_name_reference").
+struct lt_algorithm {
+  cublasLtMatmulAlgo_t algo;
+};
+
 // A column-major `rows` x `cols` matrix of `type` with leading dimension `ld` (elements).
 inline matrix_layout make_layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   cublasLtMatrixLayout_t layout = nullptr;

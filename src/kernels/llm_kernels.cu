@@ -16,44 +16,15 @@
 
 #include "itera/cuda/check.hpp"
 #include "src/cuda/text.hpp"
+#include "src/kernels/common.cuh"
 #include "src/kernels/launch.cuh"
 #include "workloads/llm/weights.hpp"
 
 namespace itera::kernels::llm {
 namespace {
 
-constexpr int block_threads = 256;
 constexpr int attention_threads = 128;
 constexpr std::size_t default_shared_bytes = 48 * 1024;
-
-unsigned blocks_for(std::uint64_t work, std::uint64_t per_block = block_threads) {
-  const std::uint64_t blocks = (work + per_block - 1) / per_block;
-  return static_cast<unsigned>(std::clamp<std::uint64_t>(blocks, 1, 65535ull * 32));
-}
-
-// Reductions over a block of at most 1024 threads; `scratch` holds 32 floats. Every thread gets
-// the result. Ends with a barrier so scratch can be reused at once.
-__device__ float block_sum(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = 0;
-  for (int w = 0; w < warps; ++w) total += scratch[w];
-  __syncthreads();
-  return total;
-}
-
-__device__ float block_max(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float m = -INFINITY;
-  for (int w = 0; w < warps; ++w) m = fmaxf(m, scratch[w]);
-  __syncthreads();
-  return m;
-}
 
 // init_value as the host computes it. Its near_one draw, 1 + 0.1 u, would be contracted into one
 // fused multiply-add by nvcc (one rounding where the host rounds twice), so it is spelled here with

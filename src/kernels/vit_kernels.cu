@@ -14,6 +14,7 @@
 
 #include "itera/cuda/check.hpp"
 #include "src/cuda/text.hpp"
+#include "src/kernels/common.cuh"
 #include "src/kernels/flash_attention.cuh"
 #include "src/kernels/launch.cuh"
 
@@ -22,33 +23,7 @@ namespace {
 
 using cuda::cat;
 
-constexpr int block_threads = 256;
-
-unsigned blocks_for(std::uint64_t work, std::uint64_t per_block = block_threads) {
-  const std::uint64_t blocks = (work + per_block - 1) / per_block;
-  return static_cast<unsigned>(std::clamp<std::uint64_t>(blocks, 1, 65535ull * 32));
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Sum over a block of at most 1024 threads; `scratch` holds 32 floats. Every thread gets the
-// result; ends with a barrier so scratch can be reused at once.
-__device__ float block_sum(float v, float* scratch) {
-  v = warp_sum(v);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = 0;
-  for (int w = 0; w < warps; ++w) total += scratch[w];
-  __syncthreads();
-  return total;
-}
 
 // Eight bf16 in one 16-byte word, widened.
 __device__ __forceinline__ void unpack8(const uint4& raw, float (&f)[8]) {

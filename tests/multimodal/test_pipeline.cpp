@@ -9,9 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "itera/core/backend.hpp"
-#include "itera/core/runner.hpp"
 #include "itera/core/workload.hpp"
+#include "tests/support/quick_run.hpp"
 #include "workloads/multimodal/image_codec.hpp"
 #include "workloads/multimodal/synth.hpp"
 
@@ -19,17 +18,6 @@ namespace itera::mm {
 namespace {
 
 namespace fs = std::filesystem;
-
-run_options quick() {
-  run_options o;
-  o.warmup_min_count = 1;
-  o.warmup_min_time_s = 0;
-  o.stop.min_samples = 2;
-  o.stop.min_time_s = 0;
-  o.stop.max_time_s = 0.2;
-  o.quiet = true;
-  return o;
-}
 
 case_record run_pipeline_case(axis_overrides overrides) {
   axis_overrides all = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"}, {"batch", "2"},
@@ -40,12 +28,7 @@ case_record run_pipeline_case(axis_overrides overrides) {
       if (a.first == o.first) a.second = o.second, replaced = true;
     if (!replaced) all.push_back(o);
   }
-  const auto& w = builtin_workloads().get("multimodal");
-  const auto cases = expand_cases(w, all);
-  EXPECT_EQ(cases.size(), 1u);
-  auto dev = open_backend("cpu");
-  runner r(*dev, quick(), nullptr);
-  return r.run_one(w, cases.at(0));
+  return test::run_single_case(builtin_workloads().get("multimodal"), all);
 }
 
 const stage_record* stage_of(const case_record& r, const std::string& path) {

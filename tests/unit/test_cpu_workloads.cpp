@@ -4,25 +4,15 @@
 
 #include "itera/core/runner.hpp"
 #include "itera/suite.hpp"
+#include "tests/support/quick_run.hpp"
 #include "workloads/gemm/gemm.hpp"
 
 namespace itera {
 namespace {
 
-run_options tiny() {
-  run_options o;
-  o.warmup_min_count = 1;
-  o.warmup_min_time_s = 0;
-  o.stop.min_samples = 3;
-  o.stop.min_time_s = 0;
-  o.stop.max_time_s = 0.2;
-  o.quiet = true;
-  return o;
-}
-
 TEST(CpuWorkloads, GemmVerifiesAndTimes) {
   auto dev = open_backend("cpu");
-  runner r(*dev, tiny(), nullptr);
+  runner r(*dev, test::quick_run_options(), nullptr);
   const auto& w = builtin_workloads().get("gemm");
   const auto recs = r.run(w, expand_cases(w, {{"M", "33,64"}, {"N", "17"}, {"K", "40"}, {"format", "fp32,bf16,fp8_e4m3"}}));
   ASSERT_EQ(recs.size(), 6u);
@@ -45,7 +35,7 @@ TEST(CpuWorkloads, GemmVerifiesAndTimes) {
 
 TEST(CpuWorkloads, TransferEveryDirection) {
   auto dev = open_backend("cpu");
-  runner r(*dev, tiny(), nullptr);
+  runner r(*dev, test::quick_run_options(), nullptr);
   const auto& w = builtin_workloads().get("transfer");
   const auto recs = r.run(w, expand_cases(w, {{"bytes", "4Ki,1Mi"}}));
   ASSERT_EQ(recs.size(), 10u);
@@ -60,7 +50,7 @@ TEST(CpuWorkloads, TransferEveryDirection) {
 
 TEST(CpuWorkloads, CeilingsAreMeasuredAndUsed) {
   auto dev = open_backend("cpu");
-  runner r(*dev, tiny(), nullptr);
+  runner r(*dev, test::quick_run_options(), nullptr);
   measure_ceilings(r, {"fp32"});
   EXPECT_TRUE(r.ceilings().contains("copy.d2d"));
   EXPECT_TRUE(r.ceilings().contains("copy.h2d.pinned"));

@@ -20,6 +20,7 @@
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
 #include "itera/core/workload.hpp"
+#include "tests/support/quick_run.hpp"
 #include "workloads/llm/cpu_engine.hpp"
 #include "workloads/llm/llm.hpp"
 #include "workloads/llm/llm_cpu.hpp"
@@ -34,17 +35,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-run_options quick() {
-  run_options o;
-  o.warmup_min_count = 1;
-  o.warmup_min_time_s = 0;
-  o.stop.min_samples = 3;
-  o.stop.min_time_s = 0;
-  o.stop.max_time_s = 0.2;
-  o.quiet = true;
-  return o;
-}
-
 const workload_decl& llm_workload() { return builtin_workloads().get("llm"); }
 
 // Runs the single case the overrides give (tiny unless they say otherwise) on the cpu backend.
@@ -52,12 +42,7 @@ case_record run_llm(axis_overrides overrides) {
   bool has_model = false;
   for (const auto& [k, v] : overrides) has_model = has_model || k == "model";
   if (!has_model) overrides.insert(overrides.begin(), {"model", "tiny"});
-  const auto& w = llm_workload();
-  const auto cases = expand_cases(w, overrides);
-  EXPECT_EQ(cases.size(), 1u);
-  auto dev = open_backend("cpu");
-  runner r(*dev, quick(), nullptr);
-  return r.run_one(w, cases.at(0));
+  return test::run_single_case(llm_workload(), overrides);
 }
 
 double metric_value(const case_record& r, const std::string& name) {

@@ -56,10 +56,7 @@ using cuda::matmul_desc;
 using cuda::matmul_preference;
 using cuda::matrix_layout;
 
-// A named holder: nvcc 13.0 crashes on containers of the anonymous cublasLtMatmulAlgo_t (gemm_cuda.cu).
-struct algorithm {
-  cublasLtMatmulAlgo_t algo;
-};
+using algorithm = cuda::lt_algorithm;
 
 struct gemm_plan {
   matmul_desc op;

@@ -57,10 +57,7 @@ using cuda::matrix_layout;
 constexpr std::uint64_t arena_alignment = 256;
 std::uint64_t align_up(std::uint64_t v) { return (v + arena_alignment - 1) / arena_alignment * arena_alignment; }
 
-// A named holder: nvcc 13.0 crashes on containers of the anonymous cublasLtMatmulAlgo_t (gemm_cuda.cu).
-struct algorithm {
-  cublasLtMatmulAlgo_t algo;
-};
+using algorithm = cuda::lt_algorithm;
 
 // The GEMMs of the model; every layer shares its kind's plan.
 enum class gemm_id { patch, qkv, out, fc1, fc2, projector_fc1, projector_fc2 };

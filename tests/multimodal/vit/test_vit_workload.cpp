@@ -12,6 +12,7 @@
 #include "itera/core/runner.hpp"
 #include "itera/core/stats.hpp"
 #include "itera/core/workload.hpp"
+#include "tests/support/quick_run.hpp"
 #include "vit_test_support.hpp"
 #include "workloads/multimodal/vision_encoder.hpp"
 #include "workloads/multimodal/vit_gpu.hpp"
@@ -23,17 +24,6 @@ namespace {
 using test::expect_usage_error;
 using test::temp_dir;
 
-run_options quick() {
-  run_options o;
-  o.warmup_min_count = 1;
-  o.warmup_min_time_s = 0;
-  o.stop.min_samples = 3;
-  o.stop.min_time_s = 0;
-  o.stop.max_time_s = 0.2;
-  o.quiet = true;
-  return o;
-}
-
 const workload_decl& workload() { return builtin_workloads().get("vision_encoder"); }
 
 // The single case the overrides give, tiny at batch 2 unless they say otherwise, on the cpu backend.
@@ -43,11 +33,7 @@ case_record run_case(axis_overrides overrides) {
   };
   if (!has("preset")) overrides.emplace_back("preset", "tiny");
   if (!has("batch")) overrides.emplace_back("batch", "2");
-  const auto cases = expand_cases(workload(), overrides);
-  EXPECT_EQ(cases.size(), 1u);
-  auto dev = open_backend("cpu");
-  runner r(*dev, quick(), nullptr);
-  return r.run_one(workload(), cases.at(0));
+  return itera::test::run_single_case(workload(), overrides);
 }
 
 double metric(const case_record& r, const std::string& name) {

@@ -1,0 +1,49 @@
+#pragma once
+// Small pieces the kernel files share: the grid of a grid-stride loop, and sums and maxima over a
+// warp and over a block.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace itera::kernels {
+
+constexpr int block_threads = 256;  // the elementwise kernels' block
+
+// Blocks for `work` items at `per_block` per block, at least 1, at most what a grid-stride loop
+// needs to fill any GPU (65535 x 32).
+inline unsigned blocks_for(std::uint64_t work, std::uint64_t per_block = block_threads) {
+  const std::uint64_t blocks = (work + per_block - 1) / per_block;
+  return static_cast<unsigned>(std::clamp<std::uint64_t>(blocks, 1, 65535ull * 32));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Reductions over a block of at most 1024 threads; `scratch` holds 32 floats. Every thread gets
+// the result. Ends with a barrier so scratch can be reused at once.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0;
+  for (int w = 0; w < warps; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < warps; ++w) m = fmaxf(m, scratch[w]);
+  __syncthreads();
+  return m;
+}
+
+}  // namespace itera::kernels
