@@ -402,6 +402,17 @@ class cpu_vision final : public vision_side {
 
 void run_pipeline_cpu(case_state& st) {
   const pipeline_case c = read_pipeline_case(st);
+  // The cpu side holds both models' weights widened to fp32 (the encoder's q, k and v twice: the
+  // reference fuses them): refuse before allocating what the host does not have.
+  const double needs = 4.0 * (static_cast<double>(llm::count_params(c.language).total()) +
+                              1.5 * static_cast<double>(count_params(c.vision).total()));
+  const auto free = st.device().memory().free_bytes;
+  if (free > 0 && needs > static_cast<double>(free))
+    throw case_skipped(fmt::format("does not fit: the cpu backend holds {} and {} in fp32, about {:.1f} GiB, and "
+                                   "{:.1f} GiB of host memory is available; run it on cuda, or choose encoder=tiny "
+                                   "model=tiny",
+                                   c.vision.name, c.language.name, needs / 1073741824.0,
+                                   static_cast<double>(free) / 1073741824.0));
   cpu_vision vision(c);
   llm::cpu_engine_options o;
   o.slots = c.batch;
