@@ -23,6 +23,7 @@ namespace {
 
 TEST(multimodal_device, preprocess_matches_cpu_reference) { GTEST_SKIP() << "built without the cuda backend"; }
 TEST(multimodal_device, nvjpeg_decode) { GTEST_SKIP() << "built without the cuda backend"; }
+TEST(multimodal_device, preprocess_in_place_after_nvjpeg) { GTEST_SKIP() << "built without the cuda backend"; }
 
 #else
 
@@ -82,6 +83,44 @@ TEST(multimodal_device, preprocess_matches_cpu_reference) {
 // nvJPEG against libjpeg-turbo on the same files (the two differ in IDCT and chroma upsampling, so
 // by PSNR, not bit for bit), bad files by index, then batches of 2048x2048 images timed: the
 // issue's target is at most 2.5 ms per image in batches.
+// decode=gpu: nvJPEG's pixels preprocessed where they lie (enqueue_device) give, bit for bit, what
+// the host path gives on the same pixels downloaded (enqueue), including a bad file left out.
+TEST(multimodal_device, preprocess_in_place_after_nvjpeg) {
+  const auto availability = cuda_availability();
+  if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
+  if (const auto why = mm::nvjpeg_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  auto dev = make_cuda_backend(0);
+  std::vector<std::vector<std::uint8_t>> files;
+  for (auto [w, h] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{{640, 480}, {300, 500}, {1024, 1024}})
+    files.push_back(mm::encode_jpeg(mm::synthesize_photo(31 + w, w, h), 90));
+  files.insert(files.begin() + 1, std::vector<std::uint8_t>{1, 2, 3});  // 1: not a JPEG
+  std::vector<std::span<const std::uint8_t>> spans(files.begin(), files.end());
+  mm::gpu_jpeg_decoder dec(*dev, 8);
+  const auto r = dec.decode(spans, {});
+  ASSERT_EQ(r.bad, (std::vector<std::size_t>{1}));
+  mm::preprocess_config cfg;
+  cfg.image_size = 336;
+  cfg.patch_size = 14;
+  mm::gpu_preprocessor in_place(*dev, cfg), from_host(*dev, cfg);
+  std::vector<mm::gpu_preprocessor::device_image> on_device;
+  std::vector<mm::rgb_image> downloaded;
+  for (const std::size_t i : {0u, 2u, 3u}) {
+    on_device.push_back({r.widths[i], r.heights[i], r.offsets[i]});
+    downloaded.push_back(dec.download(r, i));
+  }
+  std::vector<const mm::rgb_image*> host;
+  for (const auto& im : downloaded) host.push_back(&im);
+  ASSERT_EQ(in_place.enqueue_device(dec.pixels(), on_device), 3u);
+  ASSERT_EQ(from_host.enqueue(host), 3u);
+  const auto a = in_place.download_patches(), b = from_host.download_patches();
+  ASSERT_EQ(a.size(), b.size());
+  std::size_t differ = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) differ += a[k] != b[k];
+  std::printf("preprocess in place after nvJPEG: %zu of %zu patch values differ from the host path\n", differ, a.size());
+  EXPECT_EQ(differ, 0u);
+  EXPECT_LT(in_place.host_bytes_uploaded(), from_host.host_bytes_uploaded());  // no pixels uploaded
+}
+
 TEST(multimodal_device, nvjpeg_decode) {
   const auto availability = cuda_availability();
   if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;

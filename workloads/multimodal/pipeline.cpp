@@ -55,14 +55,18 @@ image_set batch_images(const pipeline_case& c) {
   return out;
 }
 
-// What a pass over the batch's files produced: the decoded images and which requests can run.
+// What a pass over the batch's files produced: the decoded images (on the host for the CPU pool,
+// on the device for the GPU decoder) and which requests can run.
 struct decoded_batch {
-  decode_batch images;
+  decode_batch images;                      // the CPU pool's (empty with decode=gpu)
+  std::vector<char> ok;                     // per file of the batch
+  std::size_t good = 0, bad = 0;
   std::vector<std::int64_t> good_requests;  // requests whose every image decoded
   std::vector<image_error> errors;          // by the set's index
 };
 
-decoded_batch read_and_decode(const pipeline_case& c, const image_set& batch, thread_pool& pool, stage_recorder& rec) {
+decoded_batch read_and_decode(const pipeline_case& c, const image_set& batch, thread_pool& pool, vision_side& vision,
+                              stage_recorder& rec) {
   decoded_batch out;
   read_batch files;
   {
@@ -70,27 +74,44 @@ decoded_batch read_and_decode(const pipeline_case& c, const image_set& batch, th
     files = read_images(batch, &pool);
     sc.add_bytes_read(static_cast<double>(files.total_bytes));
   }
-  {
+  std::vector<image_error> errors;
+  if (c.gpu_decode) {
+    auto sc = rec.enter("decode");
+    vision.decode(files, out.ok, errors);
+    sc.add_bytes_read(static_cast<double>(files.total_bytes));
+  } else {
     auto sc = rec.enter("decode");
     out.images = decode_images(files, pool);
     sc.add_bytes_read(static_cast<double>(out.images.input_bytes));
     sc.add_bytes_written(static_cast<double>(out.images.output_bytes));
+    out.ok = out.images.ok;
+    errors = out.images.errors;
   }
-  for (const auto& e : out.images.errors) out.errors.push_back({batch.entries[e.index].index, e.stage, e.reason});
+  for (const auto& e : errors) out.errors.push_back({batch.entries[e.index].index, e.stage, e.reason});
+  for (const char k : out.ok) (k ? out.good : out.bad) += 1;
   for (std::int64_t r = 0; r < c.batch; ++r) {
     bool ok = true;
-    for (std::int64_t j = 0; j < c.images; ++j) ok = ok && out.images.ok[static_cast<std::size_t>(r * c.images + j)];
+    for (std::int64_t j = 0; j < c.images; ++j) ok = ok && out.ok[static_cast<std::size_t>(r * c.images + j)];
     if (ok) out.good_requests.push_back(r);
   }
   return out;
 }
 
-// The decoded images of the good requests, in request order.
-std::vector<const rgb_image*> images_of(const pipeline_case& c, const decoded_batch& d) {
-  std::vector<const rgb_image*> out;
+// Preprocesses the images of the good requests, in request order: from the host (CPU decode) or
+// from the device (GPU decode).
+void preprocess_good(const pipeline_case& c, const decoded_batch& d, vision_side& vision) {
+  if (c.gpu_decode) {
+    std::vector<std::size_t> files;
+    for (const auto r : d.good_requests)
+      for (std::int64_t j = 0; j < c.images; ++j) files.push_back(static_cast<std::size_t>(r * c.images + j));
+    vision.preprocess_decoded(files);
+    return;
+  }
+  std::vector<const rgb_image*> images;
   for (const auto r : d.good_requests)
-    for (std::int64_t j = 0; j < c.images; ++j) out.push_back(&d.images.images[static_cast<std::size_t>(r * c.images + j)]);
-  return out;
+    for (std::int64_t j = 0; j < c.images; ++j)
+      images.push_back(&d.images.images[static_cast<std::size_t>(r * c.images + j)]);
+  vision.preprocess(images);
 }
 
 std::string error_text(const std::vector<image_error>& errors) {
@@ -155,6 +176,14 @@ const stage_record* find_stage(const case_record& r, std::string_view path) {
 
 }  // namespace
 
+void vision_side::decode(const read_batch&, std::vector<char>&, std::vector<image_error>&) {
+  throw case_skipped("decode=gpu: " + gpu_decode_unavailable());
+}
+
+void vision_side::preprocess_decoded(const std::vector<std::size_t>&) {
+  throw case_skipped("decode=gpu: " + gpu_decode_unavailable());
+}
+
 pipeline_case read_pipeline_case(const case_state& st) {
   pipeline_case c;
   c.language = llm::preset(st.get_string("model"));
@@ -169,6 +198,7 @@ pipeline_case read_pipeline_case(const case_state& st) {
   c.output = st.get_int("output");
   c.seed = static_cast<std::uint64_t>(st.get_int("seed"));
   c.end_to_end = st.get_string("loop") == "end_to_end";
+  c.gpu_decode = st.get_string("decode") == "gpu";
   c.source = st.get_string("source");
   c.preprocess.image_size = static_cast<std::uint32_t>(c.vision.image);
   c.preprocess.patch_size = static_cast<std::uint32_t>(c.vision.patch);
@@ -201,10 +231,10 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
   // One pass outside the timing: which requests can run (their images read and decode), the
   // compute loop's input, and the errors, recorded once by the set's index.
   stage_recorder untimed;
-  decoded_batch first = read_and_decode(c, batch, pool, untimed);
+  decoded_batch first = read_and_decode(c, batch, pool, vision, untimed);
   const auto requests = static_cast<std::int64_t>(first.good_requests.size());
-  st.add_metric("work/images_good", static_cast<double>(first.images.good), "images");
-  st.add_metric("work/images_bad", static_cast<double>(first.images.bad), "images");
+  st.add_metric("work/images_good", static_cast<double>(first.good), "images");
+  st.add_metric("work/images_bad", static_cast<double>(first.bad), "images");
   st.add_metric("work/requests", static_cast<double>(requests), "requests");
   if (!first.errors.empty()) st.set_detail("images.errors", error_text(first.errors));
   if (requests == 0)
@@ -246,12 +276,12 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
       generate(lm, rec, ctx, tokens, c.output, nullptr);
       return;
     }
-    const decoded_batch d = read_and_decode(c, batch, pool, rec);
+    const decoded_batch d = read_and_decode(c, batch, pool, vision, rec);
     if (d.good_requests != first.good_requests)
       throw input_error("the images changed during the run: a request's images decoded in one pass and not in another");
     {
       auto sc = rec.enter("preprocess");
-      vision.preprocess(images_of(c, d));
+      preprocess_good(c, d, vision);
       sc.add_bytes_written(static_cast<double>(vision.bytes_uploaded()));
     }
     image_tokens tokens;
@@ -267,7 +297,7 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
   };
 
   // Compute-only: the encoder's input is on the device before timing.
-  if (!c.end_to_end) vision.preprocess(images_of(c, first));
+  if (!c.end_to_end) preprocess_good(c, first, vision);
   if (c.end_to_end) st.set_detail("files.generations", generations_path.string());
   // Cold: the first request batch of a fresh process's models, host latency per stage (the lazy
   // work a first call does: kernel loading, plans, first touches). Then the warm loop.
@@ -331,6 +361,10 @@ workload_decl pipeline_declaration() {
        "compute: the encoder's input on the device before timing; end_to_end: from the image files to the "
        "generations file",
        {"compute", "end_to_end"}, 0, 0},
+      {"decode", axis_kind::string, "cpu",
+       "cpu: libjpeg-turbo and libpng on a pool of the host's cores; gpu: nvJPEG on the device (JPEG only; the "
+       "pixels stay there for the preprocessing)",
+       {"cpu", "gpu"}, 0, 0},
       {"resolution", axis_kind::integer, "768", "side of the generated images (source=synthetic)", {}, 16, 8192},
       {"images", axis_kind::integer, "1", "images per request", {}, 1, 64},
       {"batch", axis_kind::integer, "1,8", "requests per batch", {}, 1, 1024},
@@ -413,6 +447,7 @@ void run_pipeline_cpu(case_state& st) {
                                    "model=tiny",
                                    c.vision.name, c.language.name, needs / 1073741824.0,
                                    static_cast<double>(free) / 1073741824.0));
+  if (c.gpu_decode) throw case_skipped("decode=gpu runs nvJPEG on a GPU: use the cuda backend, or decode=cpu");
   cpu_vision vision(c);
   llm::cpu_engine_options o;
   o.slots = c.batch;

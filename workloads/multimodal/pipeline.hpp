@@ -27,6 +27,7 @@
 #include "workloads/llm/engine.hpp"
 #include "workloads/llm/model.hpp"
 #include "workloads/multimodal/image_codec.hpp"
+#include "workloads/multimodal/loader.hpp"
 #include "workloads/multimodal/preprocess.hpp"
 #include "workloads/multimodal/vit_model.hpp"
 
@@ -48,6 +49,7 @@ struct pipeline_case {
   std::int64_t output = 1;      // tokens generated per request
   std::uint64_t seed = 1;
   bool end_to_end = false;
+  bool gpu_decode = false;      // decode with nvJPEG on the device (JPEG only), else the CPU pool
   std::string source = "synthetic";  // or a folder of images
   preprocess_config preprocess;      // the encoder's: its side and patch, CLIP's normalisation
   // fc1's sums rounded to bf16 before the activation, as PyTorch runs a bf16 Linear and then its
@@ -80,6 +82,13 @@ class vision_side {
   virtual std::uint64_t bytes_uploaded() const { return 0; }
   // Called once before the timed loop with the views each call will encode (plans, tuning).
   virtual void prepare(std::int64_t /*views*/) {}
+  // The GPU decode stage (decode=gpu), for sides that have one: decodes `files` (host bytes) on the
+  // device; ok[i] says whether file i decoded, `errors` (by file index) why not. The pixels stay
+  // on the device for preprocess_decoded(), until the next decode. The base has none.
+  virtual std::string gpu_decode_unavailable() const { return "this backend has no GPU decoder"; }
+  virtual void decode(const read_batch& files, std::vector<char>& ok, std::vector<image_error>& errors);
+  // Preprocesses the decoded files `which` (indices into the last decode's files), one view each.
+  virtual void preprocess_decoded(const std::vector<std::size_t>& which);
 };
 
 // Runs one case: builds the set and the requests, declares the work, runs one cold pass, then

@@ -1,12 +1,18 @@
 // The multimodal pipeline on the cuda backend (pipeline.hpp): the GPU preprocessing kernels
 // (preprocess_gpu.hpp), the CUDA vision encoder and projector (vit_gpu.hpp) and the cuda llm engine,
 // all on the backend's stream; the image tokens stay on the device from the projector to the
-// prefill. Decode runs on the CPU pool (the images' bytes come from files).
+// prefill. Decode runs on the CPU pool, or (decode=gpu) with nvJPEG into device memory that the
+// preprocessing reads in place.
+#include <algorithm>
+#include <memory>
+#include <span>
+
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
 #include "workloads/llm/llm_cuda.hpp"
+#include "workloads/multimodal/decode_gpu.hpp"
 #include "workloads/multimodal/pipeline.hpp"
 #include "workloads/multimodal/preprocess_gpu.hpp"
 #include "workloads/multimodal/vit_gpu.hpp"
@@ -17,7 +23,52 @@ namespace {
 class cuda_vision final : public vision_side {
  public:
   cuda_vision(backend& dev, const pipeline_case& c)
-      : m_pre(dev, c.preprocess), m_vit(dev, random_vit_weights(c.vision, dtype::bf16, c.seed), options(c)) {}
+      : m_dev(dev),
+        m_max_images(static_cast<std::size_t>(c.batch * c.images)),
+        m_pre(dev, c.preprocess),
+        m_vit(dev, random_vit_weights(c.vision, dtype::bf16, c.seed), options(c)) {}
+
+  std::string gpu_decode_unavailable() const override {
+    const std::string why = nvjpeg_unavailable_reason();
+    return why.empty() ? std::string("nvJPEG could not be started") : why;
+  }
+
+  void decode(const read_batch& files, std::vector<char>& ok, std::vector<image_error>& errors) override {
+    if (!m_decoder) {
+      if (const std::string why = nvjpeg_unavailable_reason(); !why.empty()) throw case_skipped("decode=gpu: " + why);
+      m_decoder = std::make_unique<gpu_jpeg_decoder>(m_dev, m_max_images);
+    }
+    // Only the files that were read go to the decoder; its indices are mapped back.
+    std::vector<std::span<const std::uint8_t>> spans;
+    std::vector<std::size_t> file_of;
+    for (std::size_t i = 0; i < files.bytes.size(); ++i) {
+      if (!files.ok[i]) continue;
+      spans.emplace_back(files.bytes[i]);
+      file_of.push_back(i);
+    }
+    const gpu_decode_result r = m_decoder->decode(spans, image_limits{});
+    ok.assign(files.bytes.size(), 0);
+    m_images.assign(files.bytes.size(), {});
+    errors = files.errors;  // the read failures
+    std::vector<char> bad(spans.size(), 0);
+    for (std::size_t b = 0; b < r.bad.size(); ++b) {
+      bad[r.bad[b]] = 1;
+      errors.push_back({file_of[r.bad[b]], "decode", r.bad_reasons[b]});
+    }
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      if (bad[k]) continue;
+      ok[file_of[k]] = 1;
+      m_images[file_of[k]] = {r.widths[k], r.heights[k], r.offsets[k]};
+    }
+    std::sort(errors.begin(), errors.end(), [](const image_error& a, const image_error& b) { return a.index < b.index; });
+  }
+
+  void preprocess_decoded(const std::vector<std::size_t>& which) override {
+    if (!m_decoder) throw std::logic_error("cuda vision: preprocess_decoded() before decode()");
+    std::vector<gpu_preprocessor::device_image> images;
+    for (const auto f : which) images.push_back(m_images.at(f));
+    (void)m_pre.enqueue_device(m_decoder->pixels(), images);
+  }
 
   void preprocess(const std::vector<const rgb_image*>& images) override { (void)m_pre.enqueue(images); }
   std::uint64_t bytes_uploaded() const override { return m_pre.host_bytes_uploaded(); }
@@ -40,8 +91,12 @@ class cuda_vision final : public vision_side {
     o.fc1_bf16_sums = c.fc1_bf16_sums;
     return o;
   }
+  backend& m_dev;
+  std::size_t m_max_images;
   gpu_preprocessor m_pre;
   gpu_vit m_vit;
+  std::unique_ptr<gpu_jpeg_decoder> m_decoder;                // decode=gpu, made by the first decode
+  std::vector<gpu_preprocessor::device_image> m_images;       // per file of the last decode
 };
 
 }  // namespace

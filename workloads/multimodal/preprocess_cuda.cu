@@ -134,13 +134,40 @@ gpu_preprocessor::gpu_preprocessor(backend& dev, const preprocess_config& config
 gpu_preprocessor::~gpu_preprocessor() = default;
 
 std::size_t gpu_preprocessor::enqueue(const std::vector<const rgb_image*>& images) {
+  std::vector<device_image> shapes;
+  std::uint64_t in_bytes = 0;
+  for (const rgb_image* img : images) {
+    if (!img || img->width == 0 || img->height == 0 || img->pixels.size() != 3ull * img->width * img->height)
+      throw std::invalid_argument("gpu preprocess: an image is empty or its buffer does not match its size");
+    shapes.push_back({img->width, img->height, in_bytes});
+    in_bytes += img->pixels.size();
+  }
+  auto& dev = *m->dev;
+  reserve(m->pixels, in_bytes, dev);
+  auto* px = static_cast<std::uint8_t*>(m->pixels.data());
+  for (std::size_t i = 0; i < images.size(); ++i)
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(px + shapes[i].offset, images[i]->pixels.data(), images[i]->pixels.size(),
+                                     cudaMemcpyHostToDevice, dev.stream()));
+  const std::size_t views = run(px, shapes);
+  m->uploaded += in_bytes;
+  return views;
+}
+
+std::size_t gpu_preprocessor::enqueue_device(const std::uint8_t* pixels, const std::vector<device_image>& images) {
+  for (const auto& im : images)
+    if (im.width == 0 || im.height == 0)
+      throw std::invalid_argument("gpu preprocess: an image on the device has no pixels");
+  return run(pixels, images);
+}
+
+std::size_t gpu_preprocessor::run(const std::uint8_t* px, const std::vector<device_image>& images) {
   auto& dev = *m->dev;
   const preprocess_config& c = m->config;
   const int s = static_cast<int>(c.image_size);
   std::vector<resize_job> jobs;
   std::vector<view_job> views;
   std::vector<std::int32_t> tables;
-  std::uint64_t in_bytes = 0, tmp_bytes = 0;
+  std::uint64_t tmp_bytes = 0;
   int max_rows = 1, max_w = 1;
   const auto add_table = [&](const resample_weights& w, int out) {
     const auto at = static_cast<std::int32_t>(tables.size());
@@ -149,13 +176,9 @@ std::size_t gpu_preprocessor::enqueue(const std::vector<const rgb_image*>& image
     tables.insert(tables.end(), w.k.begin(), w.k.begin() + static_cast<std::ptrdiff_t>(out) * w.ksize);
     return at;
   };
-  std::vector<std::uint64_t> offsets;
-  for (const rgb_image* img : images) {
-    if (!img || img->width == 0 || img->height == 0 || img->pixels.size() != 3ull * img->width * img->height)
-      throw std::invalid_argument("gpu preprocess: an image is empty or its buffer does not match its size");
-    offsets.push_back(in_bytes);
-    const std::uint64_t image_offset = in_bytes;
-    in_bytes += img->pixels.size();
+  for (const device_image& im : images) {
+    const device_image* img = &im;
+    const std::uint64_t image_offset = im.offset;
     const auto add_job = [&](int out_w, int out_h) {
       resize_job j{};
       j.in_offset = image_offset;
@@ -192,9 +215,9 @@ std::size_t gpu_preprocessor::enqueue(const std::vector<const rgb_image*>& image
   }
   if (views.empty()) {
     m->views = 0;
+    m->uploaded = 0;
     return 0;
   }
-  reserve(m->pixels, in_bytes, dev);
   reserve(m->tmp, tmp_bytes, dev);
   reserve(m->tables, tables.size() * sizeof(std::int32_t), dev);
   reserve(m->jobs, jobs.size() * sizeof(resize_job), dev);
@@ -204,17 +227,12 @@ std::size_t gpu_preprocessor::enqueue(const std::vector<const rgb_image*>& image
   reserve(m->patches, views.size() * 3 * plane * sizeof(std::uint16_t), dev);
 
   cudaStream_t st = dev.stream();
-  auto* px = static_cast<std::uint8_t*>(m->pixels.data());
-  for (std::size_t i = 0; i < images.size(); ++i)
-    ITERA_CUDA_CHECK(cudaMemcpyAsync(px + offsets[i], images[i]->pixels.data(), images[i]->pixels.size(),
-                                     cudaMemcpyHostToDevice, st));
   ITERA_CUDA_CHECK(cudaMemcpyAsync(m->tables.data(), tables.data(), tables.size() * sizeof(std::int32_t),
                                    cudaMemcpyHostToDevice, st));
   ITERA_CUDA_CHECK(cudaMemcpyAsync(m->jobs.data(), jobs.data(), jobs.size() * sizeof(resize_job), cudaMemcpyHostToDevice, st));
   ITERA_CUDA_CHECK(cudaMemcpyAsync(m->view_jobs.data(), views.data(), views.size() * sizeof(view_job),
                                    cudaMemcpyHostToDevice, st));
-  m->uploaded = in_bytes + tables.size() * sizeof(std::int32_t) + jobs.size() * sizeof(resize_job) +
-                views.size() * sizeof(view_job);
+  m->uploaded = tables.size() * sizeof(std::int32_t) + jobs.size() * sizeof(resize_job) + views.size() * sizeof(view_job);
 
   const dim3 rows_grid(static_cast<unsigned>((max_w + 127) / 128), static_cast<unsigned>(max_rows),
                        static_cast<unsigned>(jobs.size()));

@@ -28,6 +28,15 @@ class gpu_preprocessor {
   // views. The outputs stay on the device until the next call.
   std::size_t enqueue(const std::vector<const rgb_image*>& images);
 
+  // The same from RGB8 (HWC) images already on the backend's device, the GPU decode's output:
+  // image i is images[i].width x .height at pixels + images[i].offset. Only the plan (weight
+  // tables, jobs) is uploaded; `pixels` must stay valid until the kernels have run.
+  struct device_image {
+    std::uint32_t width = 0, height = 0;
+    std::uint64_t offset = 0;  // bytes into the device buffer
+  };
+  std::size_t enqueue_device(const std::uint8_t* pixels, const std::vector<device_image>& images);
+
   std::size_t views() const;
   // Device pointers: NCHW float32 [views, 3, S, S] and patchified bf16 [views, (S/P)^2, 3*P*P].
   const float* pixel_values() const;
@@ -39,6 +48,7 @@ class gpu_preprocessor {
   std::vector<std::uint16_t> download_patches() const;
 
  private:
+  std::size_t run(const std::uint8_t* pixels, const std::vector<device_image>& images);
   struct impl;
   std::unique_ptr<impl> m;
 };
