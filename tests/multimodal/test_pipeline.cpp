@@ -3,7 +3,6 @@
 // corrupt image leaves that image's request out and records the image by index; shapes that cannot
 // run say why.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +10,7 @@
 
 #include "itera/core/backend.hpp"
 #include "itera/core/workload.hpp"
+#include "tests/multimodal/test_support.hpp"
 #include "tests/support/quick_run.hpp"
 #include "workloads/multimodal/image_codec.hpp"
 #include "workloads/multimodal/synth.hpp"
@@ -29,7 +29,7 @@ case_record run_pipeline_case(axis_overrides overrides) {
       if (a.first == o.first) a.second = o.second, replaced = true;
     if (!replaced) all.push_back(o);
   }
-  return test::run_single_case(builtin_workloads().get("multimodal"), all);
+  return itera::test::run_single_case(builtin_workloads().get("multimodal"), all);
 }
 
 const stage_record* stage_of(const case_record& r, const std::string& path) {
@@ -93,23 +93,14 @@ TEST(Pipeline, EndToEndLoopRunsEveryStageFromTheFiles) {
 
 class PipelineFolder : public ::testing::Test {
  protected:
-  void SetUp() override {
-    m_dir = fs::temp_directory_path() / ("itera_pipeline_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(m_dir);
-    fs::create_directories(m_dir);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(m_dir, ec);
-  }
   void photo(const std::string& name, std::uint64_t seed) {
     const auto bytes = encode_jpeg(synthesize_photo(seed, 40, 30), 90);
     std::ofstream(m_dir / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                         static_cast<std::streamsize>(bytes.size()));
   }
   void garbage(const std::string& name) { std::ofstream(m_dir / name, std::ios::binary) << "not a jpeg at all"; }
-  fs::path m_dir;
+  test::temp_dir m_temp;
+  const fs::path& m_dir = m_temp.path();
 };
 
 TEST_F(PipelineFolder, ARequestWithABadImageIsLeftOutAndTheImageRecordedByIndex) {
