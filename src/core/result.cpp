@@ -45,6 +45,12 @@ const metric* case_record::find_metric(const std::string& name) const {
   return nullptr;
 }
 
+const stage_record* case_record::find_stage(std::string_view path) const {
+  for (const auto& s : stages)
+    if (s.path == path) return &s;
+  return nullptr;
+}
+
 namespace {
 
 // JSON has no infinity: non-finite numbers are written as null and read back as infinity.

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "itera/core/backend.hpp"
 #include "itera/core/workload.hpp"
 #include "tests/multimodal/test_support.hpp"
@@ -75,7 +77,7 @@ TEST(Pipeline, EndToEndLoopRunsEveryStageFromTheFiles) {
   const auto r = run_pipeline_case({{"loop", "end_to_end"}});
   ASSERT_EQ(r.status, case_status::ok) << r.message;
   for (const char* s : {"read", "decode", "preprocess", "vision", "context", "generation/prefill", "generation/decode",
-                        "d2h", "write"})
+                        "generation/d2h", "write"})
     EXPECT_NE(stage_of(r, s), nullptr) << s << " missing from: " << stage_list(r);
   EXPECT_GT(stage_of(r, "read")->bytes_read, 0);
   EXPECT_GT(stage_of(r, "decode")->bytes_written, 0);
@@ -86,7 +88,9 @@ TEST(Pipeline, EndToEndLoopRunsEveryStageFromTheFiles) {
   int lines = 0;
   while (std::getline(in, line)) {
     ++lines;
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 1 + 2) << line;  // "request", then 3 ids
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j.at("line").get<int>(), lines) << line;  // the request's position in the batch
+    EXPECT_EQ(j.at("tokens").size(), 3u) << line;
   }
   EXPECT_EQ(lines, 2);
 }

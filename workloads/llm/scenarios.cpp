@@ -159,53 +159,6 @@ std::vector<std::int32_t> concat_ids(std::span<const prompt_request> wave) {
   return ids;
 }
 
-// One wave: prefill into slots [0, n), decode until each has its output. With `out`, every id goes
-// to the host as it is made and out[i] receives request i's generated ids.
-void generate_wave(engine& eng, stage_recorder& rec, std::span<const prompt_request> wave, bool staged,
-                   std::vector<std::vector<std::int32_t>>* out) {
-  const auto n = static_cast<std::int64_t>(wave.size());
-  {
-    auto sc = rec.enter("prefill");
-    if (staged) {
-      eng.prefill_staged(0, n, static_cast<std::int64_t>(wave[0].tokens.size()));
-    } else {
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto& r = wave[static_cast<std::size_t>(i)];
-        eng.stage_prompts(r.tokens);
-        eng.prefill_staged(i, 1, static_cast<std::int64_t>(r.tokens.size()));
-      }
-    }
-    if (out) eng.record_ids(n);
-  }
-  std::int64_t longest = 0;
-  for (const auto& r : wave) longest = std::max(longest, r.output_tokens);
-  {
-    auto sc = rec.enter("decode");
-    for (std::int64_t s = 1; s < longest; ++s) {
-      for (std::int64_t i = 0; i < n; ++i)
-        if (wave[static_cast<std::size_t>(i)].output_tokens == s) eng.release(i);  // has all its tokens
-      eng.decode(n);
-      if (out) eng.record_ids(n);
-    }
-  }
-  if (out) {
-    auto sc = rec.enter("d2h");
-    const auto rows = eng.take_recorded();
-    for (std::int64_t i = 0; i < n; ++i) {
-      auto& ids = (*out)[static_cast<std::size_t>(i)];
-      ids.clear();
-      for (std::int64_t k = 0; k < wave[static_cast<std::size_t>(i)].output_tokens; ++k)
-        ids.push_back(rows.at(static_cast<std::size_t>(k)).at(static_cast<std::size_t>(i)));
-    }
-  }
-  for (std::int64_t i = 0; i < n; ++i) eng.release(i);
-}
-
-const stage_record* find_stage(const case_record& r, std::string_view path) {
-  for (const auto& s : r.stages)
-    if (s.path == path) return &s;
-  return nullptr;
-}
 
 void add_ceiling_share(case_record& r, const ceiling_table& ceilings, const std::string& key, const std::string& name,
                        double achieved) {
@@ -277,8 +230,8 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
   }
 
   st.on_finish([&st, c, plan](case_record& r) {
-    const stage_record* p = find_stage(r, "prefill");
-    const stage_record* d = find_stage(r, "decode");
+    const stage_record* p = r.find_stage("prefill");
+    const stage_record* d = r.find_stage("decode");
     if (!p || !d) throw std::logic_error("llm offline: the prefill and decode stages were not recorded");
     // Stage totals cover every timed repetition (warm-up is dropped), each entering the prefill
     // and decode stages once per wave.
@@ -425,6 +378,46 @@ void run_serving(case_state& st, engine& eng, const llm_case& c) {
 }
 
 }  // namespace
+
+void generate_wave(engine& eng, stage_recorder& rec, std::span<const prompt_request> wave, bool staged,
+                   std::vector<std::vector<std::int32_t>>* out) {
+  const auto n = static_cast<std::int64_t>(wave.size());
+  {
+    auto sc = rec.enter("prefill");
+    if (staged) {
+      eng.prefill_staged(0, n, static_cast<std::int64_t>(wave[0].tokens.size()));
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto& r = wave[static_cast<std::size_t>(i)];
+        eng.stage_prompts(r.tokens);
+        eng.prefill_staged(i, 1, static_cast<std::int64_t>(r.tokens.size()));
+      }
+    }
+    if (out) eng.record_ids(n);
+  }
+  std::int64_t longest = 0;
+  for (const auto& r : wave) longest = std::max(longest, r.output_tokens);
+  {
+    auto sc = rec.enter("decode");
+    for (std::int64_t s = 1; s < longest; ++s) {
+      for (std::int64_t i = 0; i < n; ++i)
+        if (wave[static_cast<std::size_t>(i)].output_tokens == s) eng.release(i);  // has all its tokens
+      eng.decode(n);
+      if (out) eng.record_ids(n);
+    }
+  }
+  if (out) {
+    auto sc = rec.enter("d2h");
+    const auto rows = eng.take_recorded();
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto& ids = (*out)[static_cast<std::size_t>(i)];
+      ids.clear();
+      for (std::int64_t k = 0; k < wave[static_cast<std::size_t>(i)].output_tokens; ++k)
+        ids.push_back(rows.at(static_cast<std::size_t>(k)).at(static_cast<std::size_t>(i)));
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i) eng.release(i);
+}
 
 std::filesystem::path scratch_dir() {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("itera-llm-{}", ::getpid());

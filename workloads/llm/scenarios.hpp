@@ -25,12 +25,16 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "itera/core/recorder.hpp"
 #include "workloads/llm/engine.hpp"
 #include "workloads/llm/load.hpp"
 #include "workloads/llm/memory_plan.hpp"
 #include "workloads/llm/model.hpp"
+#include "workloads/llm/prompts.hpp"
 #include "workloads/llm/quality.hpp"
 
 namespace itera {
@@ -92,6 +96,14 @@ void record_quality(case_state& st, const llm_case& c, const logits_model_factor
 // Runs the case on `eng` (built for it: slots = batch, max_context = context). Sets the recipe
 // fields, times the scenario and adds its figures.
 void run_case(case_state& st, engine& eng, const llm_case& c);
+
+// One wave of requests in slots [0, n): prefill (stage "prefill": one batched prefill of the ids
+// already staged when `staged`, every prompt of one length; else each prompt staged and prefilled
+// in turn), then decode steps until each request has its output (stage "decode"), slots released.
+// With `out`, every id goes to the host as it is made (stage "d2h" collects them) and out[i]
+// receives request i's generated ids.
+void generate_wave(engine& eng, stage_recorder& rec, std::span<const prompt_request> wave, bool staged,
+                   std::vector<std::vector<std::int32_t>>* out);
 
 // A folder of its own under the system's temporary directory for the case's files (the synthetic
 // prompts file, the generations); created on first use.

@@ -122,66 +122,35 @@ std::string error_text(const std::vector<image_error>& errors) {
   return s;
 }
 
-// Context staging, prefill and decode of one batch; with `ids`, every generated id goes to the host
-// and ids[i] receives request i's.
-void generate(llm::engine& lm, stage_recorder& rec, const prepared_context& ctx, const image_tokens& tokens,
-              std::int64_t output, std::vector<std::vector<std::int32_t>>* ids) {
-  {
-    auto sc = rec.enter("context");
-    lm.stage_prompts(ctx.ids);
-    lm.stage_embeddings({ctx.image_rows, tokens.values, tokens.on_device});
-    sc.add_bytes_written(static_cast<double>(ctx.ids.size() * sizeof(std::int32_t) +
-                                             ctx.image_rows.size() * sizeof(std::int64_t)));
-  }
-  auto generation = rec.enter("generation");
-  {
-    auto sc = rec.enter("prefill");
-    lm.prefill_staged(0, ctx.count, ctx.length());
-    if (ids) lm.record_ids(ctx.count);
-  }
-  {
-    auto sc = rec.enter("decode");
-    for (std::int64_t s = 1; s < output; ++s) {
-      lm.decode(ctx.count);
-      if (ids) lm.record_ids(ctx.count);
-    }
-  }
-  generation.close();
-  if (ids) {
-    auto sc = rec.enter("d2h");
-    const auto rows = lm.take_recorded();
-    ids->assign(static_cast<std::size_t>(ctx.count), {});
-    for (std::int64_t i = 0; i < ctx.count; ++i)
-      for (std::int64_t k = 0; k < output; ++k)
-        (*ids)[static_cast<std::size_t>(i)].push_back(rows.at(static_cast<std::size_t>(k)).at(static_cast<std::size_t>(i)));
-  }
-  for (std::int64_t i = 0; i < ctx.count; ++i) lm.release(i);
+// The contexts and the images' tokens staged in the engine for the next prefill.
+void stage_context(llm::engine& lm, stage_recorder& rec, const prepared_context& ctx, const image_tokens& tokens) {
+  auto sc = rec.enter("context");
+  lm.stage_prompts(ctx.ids);
+  lm.stage_embeddings({ctx.image_rows, tokens.values, tokens.on_device});
+  sc.add_bytes_written(static_cast<double>(ctx.ids.size() * sizeof(std::int32_t) +
+                                           ctx.image_rows.size() * sizeof(std::int64_t)));
 }
 
-std::string generations_text(const std::vector<std::int64_t>& requests, const std::vector<std::vector<std::int32_t>>& ids) {
-  std::string out;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    out += fmt::format("{{\"request\": {}, \"tokens\": [", requests[i]);
-    for (std::size_t k = 0; k < ids[i].size(); ++k) out += fmt::format("{}{}", k ? ", " : "", ids[i][k]);
-    out += "]}\n";
+// The requests as the llm workload's generation takes them: request i's context ids, `output`
+// tokens, and its 1-based position in the batch as its line (what the generations file names).
+std::vector<llm::prompt_request> wave_of(const prepared_context& ctx, const std::vector<std::int64_t>& requests,
+                                         std::int64_t output) {
+  std::vector<llm::prompt_request> wave;
+  for (std::int64_t i = 0; i < ctx.count; ++i) {
+    const auto* ids = ctx.ids.data() + i * ctx.length();
+    wave.push_back({requests[static_cast<std::size_t>(i)] + 1, {ids, ids + ctx.length()}, output});
   }
-  return out;
-}
-
-const stage_record* find_stage(const case_record& r, std::string_view path) {
-  for (const auto& s : r.stages)
-    if (s.path == path) return &s;
-  return nullptr;
+  return wave;
 }
 
 }  // namespace
 
 void vision_side::decode(const read_batch&, std::vector<char>&, std::vector<image_error>&) {
-  throw case_skipped("decode=gpu: " + gpu_decode_unavailable());
+  throw case_skipped("decode=gpu: this backend has no GPU decoder");
 }
 
 void vision_side::preprocess_decoded(const std::vector<std::size_t>&) {
-  throw case_skipped("decode=gpu: " + gpu_decode_unavailable());
+  throw case_skipped("decode=gpu: this backend has no GPU decoder");
 }
 
 pipeline_case read_pipeline_case(const case_state& st) {
@@ -264,7 +233,15 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
   st.add_metric("work/image_tokens", static_cast<double>(views * c.tokens_per_image()), "tokens");
 
   const auto generations_path = llm::scratch_dir() / "multimodal_generations.jsonl";
-  std::vector<std::vector<std::int32_t>> ids;
+  const std::vector<llm::prompt_request> wave = wave_of(ctx, first.good_requests, c.output);
+  std::vector<std::vector<std::int32_t>> ids(wave.size());
+  // The images' tokens into the language model: context, then the llm workload's generation (its
+  // prefill, decode and, with ids, d2h stages nested in "generation").
+  const auto generate = [&](stage_recorder& rec, const image_tokens& tokens, bool to_host) {
+    stage_context(lm, rec, ctx, tokens);
+    auto sc = rec.enter("generation");
+    llm::generate_wave(lm, rec, wave, true, to_host ? &ids : nullptr);
+  };
   // One repetition of the loop, its stages in `rec`.
   const auto pass = [&](stage_recorder& rec) {
     if (!c.end_to_end) {
@@ -273,7 +250,7 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
         auto sc = rec.enter("vision");
         tokens = vision.encode(views, rec);
       }
-      generate(lm, rec, ctx, tokens, c.output, nullptr);
+      generate(rec, tokens, false);
       return;
     }
     const decoded_batch d = read_and_decode(c, batch, pool, vision, rec);
@@ -289,9 +266,9 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
       auto sc = rec.enter("vision");
       tokens = vision.encode(views, rec);
     }
-    generate(lm, rec, ctx, tokens, c.output, &ids);
+    generate(rec, tokens, true);
     auto sc = rec.enter("write");
-    const auto text = generations_text(d.good_requests, ids);
+    const auto text = llm::format_generations(wave, ids);
     llm::write_text_file(generations_path, text);
     sc.add_bytes_written(static_cast<double>(text.size()));
   };
@@ -325,7 +302,7 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
         double host = 0;
         for (const auto& h : r.host_ns) host += h;
         r.metrics.push_back({"latency/warm/total", host / reps * 1e-9, "s"});
-      } else if (const stage_record* s = find_stage(r, stage)) {
+      } else if (const stage_record* s = r.find_stage(stage)) {
         r.metrics.push_back({"latency/warm/" + stage, s->host_ns / reps * 1e-9, "s"});
       }
     }
@@ -341,7 +318,7 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
     const double samples = static_cast<double>(r.device_ns.size());
     double first_token_ns = 0;
     for (const char* s : {"read", "decode", "preprocess", "vision", "context", "generation/prefill"})
-      if (const stage_record* x = find_stage(r, s)) first_token_ns += x->device_ns > 0 ? x->device_ns : x->host_ns;
+      if (const stage_record* x = r.find_stage(s)) first_token_ns += x->device_ns > 0 ? x->device_ns : x->host_ns;
     r.metrics.push_back({"latency/ttft", first_token_ns / samples * 1e-9, "s"});
   });
 }

@@ -8,9 +8,11 @@
 //   vision      the encoder and the projector (vit_gpu.hpp on cuda, vit_cpu.hpp on cpu), their own
 //               stages nested inside ("vision/layers/attention", "vision/projector.fc1", ...)
 //   context     the prompts with the images' tokens merged in (context.hpp), staged in the engine
-//   generation  by the llm engine (engine.hpp), "generation/prefill" then "generation/decode", a
-//               fixed output length (R10); "d2h" brings the generated ids back (end-to-end loop)
-//   write       the generated ids to a JSON-lines file (end-to-end loop)
+//   generation  by the llm engine (engine.hpp) through the llm workload's generate_wave:
+//               "generation/prefill" then "generation/decode", a fixed output length (R10), and
+//               "generation/d2h" bringing the generated ids back (end-to-end loop)
+//   write       the generated ids to a JSON-lines file as the llm workload writes them, "line"
+//               the request's 1-based position in the batch (end-to-end loop)
 // Two loops (R1): compute (the encoder's input already on the device: vision, context and
 // generation only) and end_to_end (every stage above from the files). The set is generated
 // (`source=synthetic`: photo-like JPEGs of the `resolution` axis, one per image of the batch) or a
@@ -84,8 +86,8 @@ class vision_side {
   virtual void prepare(std::int64_t /*views*/) {}
   // The GPU decode stage (decode=gpu), for sides that have one: decodes `files` (host bytes) on the
   // device; ok[i] says whether file i decoded, `errors` (by file index) why not. The pixels stay
-  // on the device for preprocess_decoded(), until the next decode. The base has none.
-  virtual std::string gpu_decode_unavailable() const { return "this backend has no GPU decoder"; }
+  // on the device for preprocess_decoded(), until the next decode. The base has none: both skip
+  // the case.
   virtual void decode(const read_batch& files, std::vector<char>& ok, std::vector<image_error>& errors);
   // Preprocesses the decoded files `which` (indices into the last decode's files), one view each.
   virtual void preprocess_decoded(const std::vector<std::size_t>& which);

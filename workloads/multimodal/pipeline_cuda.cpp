@@ -28,11 +28,6 @@ class cuda_vision final : public vision_side {
         m_pre(dev, c.preprocess),
         m_vit(dev, random_vit_weights(c.vision, dtype::bf16, c.seed), options(c)) {}
 
-  std::string gpu_decode_unavailable() const override {
-    const std::string why = nvjpeg_unavailable_reason();
-    return why.empty() ? std::string("nvJPEG could not be started") : why;
-  }
-
   void decode(const read_batch& files, std::vector<char>& ok, std::vector<image_error>& errors) override {
     if (!m_decoder) {
       if (const std::string why = nvjpeg_unavailable_reason(); !why.empty()) throw case_skipped("decode=gpu: " + why);

@@ -57,9 +57,9 @@ vit_weights draw_weights(const vit_config& c, dtype storage, std::uint64_t seed)
 }
 
 double stage_seconds(const case_record& r, const std::string& path) {
-  for (const auto& s : r.stages)
-    if (s.path == path) return (s.device_ns >= 0 ? s.device_ns : s.host_ns) * 1e-9;
-  return -1;
+  const stage_record* s = r.find_stage(path);
+  if (!s) return -1;
+  return (s->device_ns >= 0 ? s->device_ns : s->host_ns) * 1e-9;
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ struct case_record {
 
   std::string axes_key() const;  // "M=1024 N=1024 K=1024 format=bf16"
   const metric* find_metric(const std::string& name) const;
+  const stage_record* find_stage(std::string_view path) const;  // nullptr when the case has no such path
 };
 
 ojson to_json(const run_context& c);
