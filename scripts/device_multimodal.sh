@@ -30,6 +30,25 @@ bench images -a images=1,2,4 -a batch=4 -a loop=end_to_end
 bench resolution -a resolution=224,2048 -a batch=8 -a loop=end_to_end
 # decode=gpu: nvJPEG into device memory, preprocessed in place, against the CPU pool.
 bench gpudecode -a resolution=768,2048 -a batch=8 -a loop=end_to_end -a decode=cpu,gpu
+# Residency (R11): both models resident against staged around their stages, the weights from
+# page-locked host memory (the 8B model) and from a file on disk (a 1B model: 2.5 GB a pass).
+bench residency -a batch=8 -a loop=end_to_end -a residency=resident,staged
+bench residencydisk -a model=llama-3.2-1b -a batch=8 -a loop=end_to_end -a residency=resident,staged \
+  -a weights_from=disk
+# What staging buys (R12): in a 4 GiB envelope, the largest batch of each residency (from a probe
+# case's plan), then both batches measured under both residencies.
+if [ -z "${ITERA_MM_BENCHES:-}" ] || [[ " $ITERA_MM_BENCHES " == *" envelope "* ]]; then
+  "$itera" bench multimodal --no-ceilings --max-time 1 --out "$out/probe.jsonl" -a model=llama-3.2-1b -a envelope=4 \
+    -a batch=1 >>"$log" 2>&1
+  sizes=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if j.get("type") == "case":
+        m = {x["name"]: x["value"] for x in j["metrics"]}
+        print("%d,%d" % (m["memory/largest_batch/resident"], m["memory/largest_batch/staged"]))' "$out/probe.jsonl")
+  echo "envelope 4 GiB: largest batch resident,staged = $sizes" | tee -a "$log"
+  bench envelope -a model=llama-3.2-1b -a envelope=4 -a batch="$sizes" -a residency=resident,staged
+fi
 python3 - "$out" <<'PY' | tee -a "$log"
 import glob, json, os, sys
 rows = []
@@ -46,15 +65,27 @@ def stage(j, path):
             t = s["device_ns"] if s.get("device_ns", -1) > 0 else s["host_ns"]
             return t / reps * 1e-6
     return None
-print("| encoder | model | loop | decode | res | images | batch | status | images/s | ttft ms | read | decode | preprocess | vision | context | prefill | decode steps | cold total ms | warm total ms |")
-print("| --- | --- | --- | --- | --: | --: | --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |")
+def host(j, path):
+    reps = max(1, len(j.get("samples", {}).get("device_ns", [])) or 1)
+    for s in j.get("stages", []):
+        if s["path"] == path:
+            return s["host_ns"] / reps * 1e-6
+    return None
+print("| encoder | model | loop | decode | residency | env GiB | res | images | batch | status | images/s | ttft ms | read | decode | preprocess | load enc | vision | unload enc | load lm | context | prefill | decode steps | unload lm | plan GiB | peak GiB | max batch res/staged | cold total ms | warm total ms |")
+print("| --- | --- | --- | --- | --- | --: | --: | --: | --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- | --: | --: |")
 for j in rows:
     a = j["axes"]
     m = {x["name"]: x["value"] for x in j.get("metrics", [])}
     f = lambda v, s=1.0, p="{:.2f}": "-" if v is None else p.format(v * s)
-    print(f"| {a['encoder']} | {a['model']} | {a['loop']} | {a.get('decode', 'cpu')} | {a['resolution']} | {a['images']} | {a['batch']} | {j['status']} | "
+    res = a.get("residency", "resident") + ("/" + a.get("weights_from", "pinned") if a.get("residency") == "staged" else "")
+    gib = lambda k: f(m.get(k), 1 / 2**30)
+    fits = f"{f(m.get('memory/largest_batch/resident'), 1, '{:.0f}')}/{f(m.get('memory/largest_batch/staged'), 1, '{:.0f}')}"
+    print(f"| {a['encoder']} | {a['model']} | {a['loop']} | {a.get('decode', 'cpu')} | {res} | {a.get('envelope', 0)} | {a['resolution']} | {a['images']} | {a['batch']} | {j['status']} | "
           f"{f(m.get('throughput/images_per_s'), 1, '{:.1f}')} | {f(m.get('latency/ttft'), 1e3)} | "
-          + " | ".join(f(stage(j, s)) for s in ("read", "decode", "preprocess", "vision", "context", "generation/prefill", "generation/decode"))
+          + " | ".join(f(host(j, s) if s.startswith(("load", "unload")) else stage(j, s)) for s in
+                       ("read", "decode", "preprocess", "load_encoder", "vision", "unload_encoder", "load_language_model",
+                        "context", "generation/prefill", "generation/decode", "unload_language_model"))
+          + f" | {gib('memory/plan/models')} | {gib('memory/measured_peak')} | {fits}"
           + f" | {f(m.get('latency/cold/total'), 1e3)} | {f(m.get('latency/warm/total'), 1e3)} |")
     if j["status"] != "ok":
         print(f"|   {j.get('message', '')[:240]} |")

@@ -142,6 +142,11 @@ device_buffer cuda_backend::allocate(std::size_t bytes) {
   return device_buffer(bytes, &m_memory);
 }
 
+device_buffer cuda_backend::allocate_evictable(std::size_t bytes) {
+  make_current();
+  return device_buffer(bytes, &m_memory, evictable);
+}
+
 std::unique_ptr<device_timer> cuda_backend::make_event_timer(std::string method) {
   make_current();
   return std::make_unique<cuda_event_timer>(m_stream, std::move(method));

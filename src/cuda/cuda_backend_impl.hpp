@@ -46,6 +46,9 @@ class cuda_backend final : public backend {
   int compute_capability_x10() const { return m_properties.major * 10 + m_properties.minor; }
   // Device memory counted by this backend's tracker. Makes the device current first.
   device_buffer allocate(std::size_t bytes);
+  // The same as an evictable buffer (memory.hpp): its physical memory can be given back and mapped
+  // again at the same address.
+  device_buffer allocate_evictable(std::size_t bytes);
   // Makes this backend's device current on the calling thread (cheap when it already is).
   void make_current() const;
   std::unique_ptr<device_timer> make_event_timer(std::string method = "cuda_events");

@@ -41,6 +41,7 @@
 #include "src/kernels/llm_kernels.cuh"
 #include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/llm_cpu.hpp"
+#include "workloads/llm/memory_plan.hpp"
 
 namespace itera::llm {
 namespace {
@@ -128,7 +129,8 @@ struct cuda_engine::impl {
   std::int32_t* host_ids = nullptr;
   std::vector<std::int64_t> recorded_rows;  // the row count of each recorded row
 
-  impl(backend& d, const model_config& config, const engine_options& options)
+  // Without `allocate`: the checks and the arena's layout only (cuda_engine::plan).
+  impl(backend& d, const model_config& config, const engine_options& options, bool allocate = true)
       : dev(cuda::as_cuda(d)), c(config), o(options) {
     validate(c);
     if (o.weights != dtype::bf16 && o.weights != dtype::fp8_e4m3)
@@ -180,27 +182,30 @@ struct cuda_engine::impl {
     }
     off_final_norm = reserve(elems(c.hidden));
     off_lm_head = c.tie_embeddings ? off_embedding : reserve(elems(c.vocab * c.hidden));
+    if (!allocate) return;
 
+    // The weights, the cache and the pass's activations: evictable with options.evictable (offload()).
+    const auto big = [&](std::uint64_t bytes) { return o.evictable ? dev.allocate_evictable(bytes) : dev.allocate(bytes); };
     try {
-      weights = dev.allocate(arena_bytes);
+      weights = big(arena_bytes);
       if (fp8_mma) {
-        act_codes = dev.allocate(static_cast<std::uint64_t>(max_rows * std::max({c.hidden, c.q_dim(), c.intermediate})));
-        act_scales = dev.allocate(static_cast<std::uint64_t>(max_rows) * 4);
+        act_codes = big(static_cast<std::uint64_t>(max_rows * std::max({c.hidden, c.q_dim(), c.intermediate})));
+        act_scales = big(static_cast<std::uint64_t>(max_rows) * 4);
       } else if (fp8) {
-        dequantised = dev.allocate(elems(std::max({qkv_width * c.hidden, c.hidden * c.q_dim(),
-                                                   2 * c.intermediate * c.hidden, c.hidden * c.intermediate})));
+        dequantised = big(elems(std::max({qkv_width * c.hidden, c.hidden * c.q_dim(), 2 * c.intermediate * c.hidden,
+                                          c.hidden * c.intermediate})));
       }
       const auto cache_elems = static_cast<std::uint64_t>(c.layers * o.batch * c.kv_heads * o.max_context * c.head_dim);
-      k_cache = dev.allocate(cache_elems * 2);
-      v_cache = dev.allocate(cache_elems * 2);
+      k_cache = big(cache_elems * 2);
+      v_cache = big(cache_elems * 2);
       const auto rows = static_cast<std::uint64_t>(max_rows);
-      x = dev.allocate(rows * static_cast<std::uint64_t>(c.hidden) * 4);
-      h = dev.allocate(rows * static_cast<std::uint64_t>(c.hidden) * 2);
-      qkv = dev.allocate(rows * static_cast<std::uint64_t>(qkv_width) * 2);
-      attn = dev.allocate(rows * static_cast<std::uint64_t>(c.q_dim()) * 2);
-      gate_up = dev.allocate(rows * static_cast<std::uint64_t>(2 * c.intermediate) * 2);
-      act = dev.allocate(rows * static_cast<std::uint64_t>(c.intermediate) * 2);
-      logits = dev.allocate(static_cast<std::uint64_t>(logits_rows * c.vocab) * 4);
+      x = big(rows * static_cast<std::uint64_t>(c.hidden) * 4);
+      h = big(rows * static_cast<std::uint64_t>(c.hidden) * 2);
+      qkv = big(rows * static_cast<std::uint64_t>(qkv_width) * 2);
+      attn = big(rows * static_cast<std::uint64_t>(c.q_dim()) * 2);
+      gate_up = big(rows * static_cast<std::uint64_t>(2 * c.intermediate) * 2);
+      act = big(rows * static_cast<std::uint64_t>(c.intermediate) * 2);
+      logits = big(static_cast<std::uint64_t>(logits_rows * c.vocab) * 4);
       prompt_ids = dev.allocate(rows * 4);
       next = dev.allocate(static_cast<std::uint64_t>(o.batch) * 4);
       lengths = dev.allocate(static_cast<std::uint64_t>(o.batch) * 4);
@@ -218,6 +223,15 @@ struct cuda_engine::impl {
     ITERA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_ids),
                                    static_cast<std::size_t>((o.max_context + 1) * o.batch) * sizeof(std::int32_t),
                                    cudaHostAllocDefault));
+  }
+
+  // What offload() gives back: every buffer allocated evictable (empty ones skipped).
+  std::vector<device_buffer*> evictable_buffers() {
+    std::vector<device_buffer*> out;
+    for (device_buffer* b : {&weights, &dequantised, &act_codes, &act_scales, &k_cache, &v_cache, &x, &h, &qkv, &attn,
+                             &gate_up, &act, &logits})
+      if (b->is_evictable()) out.push_back(b);
+    return out;
   }
 
   ~impl() {
@@ -710,6 +724,48 @@ const engine_options& cuda_engine::options() const { return m->o; }
 std::int64_t cuda_engine::slots() const { return m->o.batch; }
 std::int64_t cuda_engine::max_context() const { return m->o.max_context; }
 std::int64_t cuda_engine::max_prompt() const { return m->o.max_prompt; }
+
+engine_memory cuda_engine::plan(backend& dev, const model_config& config, const engine_options& options) {
+  (void)cuda::as_cuda(dev);
+  memory_request r;
+  r.config = config;
+  r.weights = options.weights;
+  r.batch = options.batch;
+  r.context = options.max_context;
+  r.prefill_tokens = options.max_prompt;
+  r.prefill_batch = options.prefill_batch;
+  r.workspace_bytes = cuda::as_cuda(dev).lt_workspace_size();
+  r.fp8_products = options.weights == dtype::fp8_e4m3 && fp8_products_available(dev);
+  const memory_plan p = plan_memory(r);
+  engine_memory e;
+  // The arena's layout aligns each tensor to 256 bytes: a few hundred bytes over the plan's weights
+  // for shapes whose tensors are not multiples of 256 bytes (the tiny preset).
+  e.weights = impl(dev, config, options, false).arena_bytes;
+  e.kv_cache = p.bytes_of("kv cache");
+  e.activations = p.bytes_of("activations");
+  e.workspace = p.bytes_of("workspace");
+  return e;
+}
+
+void cuda_engine::offload() {
+  if (!m->o.evictable) throw std::logic_error("cuda_engine::offload: the engine was not made with options.evictable");
+  ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream()));
+  for (device_buffer* b : m->evictable_buffers()) b->evict();
+}
+
+void cuda_engine::restore() {
+  if (!m->o.evictable) throw std::logic_error("cuda_engine::restore: the engine was not made with options.evictable");
+  m->dev.make_current();
+  try {
+    for (device_buffer* b : m->evictable_buffers()) b->restore();
+  } catch (const cuda::out_of_memory& e) {
+    throw case_skipped(cat("does not fit: restoring the language model: ", e.what()));
+  }
+}
+
+bool cuda_engine::resident() const { return m->weights.resident(); }
+void* cuda_engine::weights_device() const { return m->weights.data(); }
+std::uint64_t cuda_engine::weights_bytes() const { return m->weights.bytes(); }
 
 engine_memory cuda_engine::memory() const {
   engine_memory r;

@@ -46,6 +46,9 @@ struct engine_options {
   // after) where cuBLASLt multiplies fp8 (cuda_engine::fp8_products_available), else dequantise
   // the matrix to a bf16 scratch and run cuBLASLt in bf16.
   dtype weights = dtype::bf16;
+  // The weights, the KV cache and the activations in evictable device memory, so that offload()
+  // can give them back between uses (residency=staged in the multimodal pipeline).
+  bool evictable = false;
 };
 
 // The small-token product the engine runs for decode (at most gemv_max_tokens rows), alone, for tests:
@@ -89,6 +92,23 @@ class cuda_engine final : public engine {
   void synchronize() override;
 
   const engine_options& options() const;
+
+  // What an engine of `config` with `options` allocates (memory_plan.hpp's plan, which the engine
+  // allocates exactly; the embedding rows' small buffers made on first use aside), computed
+  // without allocating.
+  static engine_memory plan(backend& dev, const model_config& config, const engine_options& options);
+
+  // Residency (options.evictable only; std::logic_error otherwise). offload() waits for the stream
+  // and gives back the device memory of the weights, the KV cache and the activations (the token
+  // ids, lengths and RoPE table stay); restore() maps it again at the same addresses (case_skipped
+  // "does not fit" when the device has not the memory) with undefined contents: write the weights
+  // back (weights_device(), weights_bytes()) and prefill before the next decode. Plans and captured
+  // decode graphs survive both.
+  void offload();
+  void restore();
+  bool resident() const;
+  void* weights_device() const;  // the weight arena, as one block of weights_bytes()
+  std::uint64_t weights_bytes() const;
 
   // Every slot at once, from host ids (tests and the timing test):
   // Empties every slot and runs `tokens` ([batch x prompt] row-major, one prompt per sequence, all

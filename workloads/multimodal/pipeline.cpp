@@ -169,6 +169,9 @@ pipeline_case read_pipeline_case(const case_state& st) {
   c.end_to_end = st.get_string("loop") == "end_to_end";
   c.gpu_decode = st.get_string("decode") == "gpu";
   c.source = st.get_string("source");
+  c.staged = st.get_string("residency") == "staged";
+  c.weights_from = st.get_string("weights_from");
+  c.envelope_gib = st.get_int("envelope");
   c.preprocess.image_size = static_cast<std::uint32_t>(c.vision.image);
   c.preprocess.patch_size = static_cast<std::uint32_t>(c.vision.patch);
   if (c.vision.image % c.vision.patch != 0)
@@ -187,13 +190,14 @@ pipeline_case read_pipeline_case(const case_state& st) {
   return c;
 }
 
-void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm) {
+void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm, model_stager* stager) {
   st.set_field("model", c.language.name);
   st.set_field("encoder", c.vision.name);
   st.set_field("precision.weights", "bf16");
   st.set_field("precision.compute", lm.precision_note());
   st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
   st.set_field("precision.fc1_sums", c.fc1_bf16_sums ? "bf16" : "fp32");
+  st.set_field("residency", stager ? "staged from " + c.weights_from : "resident");
 
   const image_set batch = batch_images(c);
   thread_pool pool(std::max<std::size_t>(1, std::thread::hardware_concurrency()));
@@ -235,22 +239,44 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
   const auto generations_path = llm::scratch_dir() / "multimodal_generations.jsonl";
   const std::vector<llm::prompt_request> wave = wave_of(ctx, first.good_requests, c.output);
   std::vector<std::vector<std::int32_t>> ids(wave.size());
+  // The encoder and projector over the views, each model loaded around its use when staged.
+  const auto encode = [&](stage_recorder& rec) {
+    if (stager) {
+      auto sc = rec.enter("load_encoder");
+      stager->load_encoder(sc);
+    }
+    image_tokens tokens;
+    {
+      auto sc = rec.enter("vision");
+      tokens = vision.encode(views, rec);
+    }
+    if (stager) {
+      auto sc = rec.enter("unload_encoder");
+      stager->unload_encoder();
+    }
+    return tokens;
+  };
   // The images' tokens into the language model: context, then the llm workload's generation (its
   // prefill, decode and, with ids, d2h stages nested in "generation").
   const auto generate = [&](stage_recorder& rec, const image_tokens& tokens, bool to_host) {
+    if (stager) {
+      auto sc = rec.enter("load_language_model");
+      stager->load_language_model(sc);
+    }
     stage_context(lm, rec, ctx, tokens);
-    auto sc = rec.enter("generation");
-    llm::generate_wave(lm, rec, wave, true, to_host ? &ids : nullptr);
+    {
+      auto sc = rec.enter("generation");
+      llm::generate_wave(lm, rec, wave, true, to_host ? &ids : nullptr);
+    }
+    if (stager) {
+      auto sc = rec.enter("unload_language_model");
+      stager->unload_language_model();
+    }
   };
   // One repetition of the loop, its stages in `rec`.
   const auto pass = [&](stage_recorder& rec) {
     if (!c.end_to_end) {
-      image_tokens tokens;
-      {
-        auto sc = rec.enter("vision");
-        tokens = vision.encode(views, rec);
-      }
-      generate(rec, tokens, false);
+      generate(rec, encode(rec), false);
       return;
     }
     const decoded_batch d = read_and_decode(c, batch, pool, vision, rec);
@@ -261,12 +287,7 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
       preprocess_good(c, d, vision);
       sc.add_bytes_written(static_cast<double>(vision.bytes_uploaded()));
     }
-    image_tokens tokens;
-    {
-      auto sc = rec.enter("vision");
-      tokens = vision.encode(views, rec);
-    }
-    generate(rec, tokens, true);
+    generate(rec, encode(rec), true);
     auto sc = rec.enter("write");
     const auto text = llm::format_generations(wave, ids);
     llm::write_text_file(generations_path, text);
@@ -289,7 +310,15 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
       if (s.depth == 0) cold.emplace_back(s.path, s.host_ns);
     cold.emplace_back("total", total_ns);
   }
-  vision.prepare(views);
+  if (stager) {
+    stage_recorder untimed_load;
+    auto sc = untimed_load.enter("load_encoder");
+    stager->load_encoder(sc);
+    vision.prepare(views);
+    stager->unload_encoder();
+  } else {
+    vision.prepare(views);
+  }
   auto& rec = st.stages();
   st.exec([&] { pass(rec); });
 
@@ -314,11 +343,14 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
     r.metrics.push_back(
         {"throughput/output_tokens_per_s", static_cast<double>(requests * c.output) / median_s, "tokens/s"});
     // Time to first token of a batch: the stages before the first decode step, per repetition, each
-    // its device time where it ran device work, else its host time (read and decode run on the host).
+    // its device time where it ran device work, else its host time (read and decode run on the
+    // host; the staged loads and unloads wait for the host's reads and the copies: host time).
     const double samples = static_cast<double>(r.device_ns.size());
     double first_token_ns = 0;
     for (const char* s : {"read", "decode", "preprocess", "vision", "context", "generation/prefill"})
       if (const stage_record* x = r.find_stage(s)) first_token_ns += x->device_ns > 0 ? x->device_ns : x->host_ns;
+    for (const char* s : {"load_encoder", "unload_encoder", "load_language_model"})
+      if (const stage_record* x = r.find_stage(s)) first_token_ns += x->host_ns;
     r.metrics.push_back({"latency/ttft", first_token_ns / samples * 1e-9, "s"});
   });
 }
@@ -348,6 +380,17 @@ workload_decl pipeline_declaration() {
       {"prompt", axis_kind::integer, "64", "text tokens per request", {}, 1, 1 << 20},
       {"output", axis_kind::integer, "32", "tokens generated per request (fixed: R10)", {}, 1, 1 << 20},
       {"source", axis_kind::string, "synthetic", "'synthetic' (generated JPEGs) or a folder of images", {}, 0, 0},
+      {"residency", axis_kind::string, "resident",
+       "resident: both models stay on the device; staged: each model's memory is taken, its weights loaded, and "
+       "given back around its stage in every pass (cuda)",
+       {"resident", "staged"}, 0, 0},
+      {"weights_from", axis_kind::string, "pinned",
+       "residency=staged: where the weights wait, page-locked host memory (pinned) or a file on disk (disk)",
+       {"pinned", "disk"}, 0, 0},
+      {"envelope", axis_kind::integer, "0",
+       "GiB the models may plan for (a smaller card's memory, e.g. 22 for an L4's usable share); 0: the device's "
+       "free memory",
+       {}, 0, 1 << 20},
       {"seed", axis_kind::integer, "1", "images, prompts and weights", {}, 0, std::int64_t{1} << 62},
   };
   w.suite = [](const backend& dev) -> std::vector<axis_overrides> {
@@ -425,6 +468,9 @@ void run_pipeline_cpu(case_state& st) {
                                    c.vision.name, c.language.name, needs / 1073741824.0,
                                    static_cast<double>(free) / 1073741824.0));
   if (c.gpu_decode) throw case_skipped("decode=gpu runs nvJPEG on a GPU: use the cuda backend, or decode=cpu");
+  if (c.staged)
+    throw case_skipped("residency=staged moves the models between the device's memory and the host's; the cpu backend "
+                       "has one memory: use the cuda backend, or residency=resident");
   cpu_vision vision(c);
   llm::cpu_engine_options o;
   o.slots = c.batch;

@@ -13,6 +13,16 @@
 //               "generation/d2h" bringing the generated ids back (end-to-end loop)
 //   write       the generated ids to a JSON-lines file as the llm workload writes them, "line"
 //               the request's 1-based position in the batch (end-to-end loop)
+// Residency (R11): `resident` keeps both models on the device; `staged` keeps each model's device
+// memory (weights, activations, the language model's KV cache) only while it runs: every pass
+// loads the encoder's weights (stage "load_encoder") from page-locked host memory or from a file
+// on disk (`weights_from`), encodes, gives the encoder's memory back ("unload_encoder"), then does
+// the same for the language model around context and generation ("load_language_model",
+// "unload_language_model"). Both models' memory is planned before anything is allocated; a case
+// whose plan exceeds the envelope (the device's free memory, or the `envelope` axis in GiB) is
+// recorded as "does not fit". Each case reports the largest batch that fits the envelope under
+// either residency (R12: what the memory staging saves buys); running the sweep at those batches
+// measures it.
 // Two loops (R1): compute (the encoder's input already on the device: vision, context and
 // generation only) and end_to_end (every stage above from the files). The set is generated
 // (`source=synthetic`: photo-like JPEGs of the `resolution` axis, one per image of the batch) or a
@@ -53,6 +63,9 @@ struct pipeline_case {
   bool end_to_end = false;
   bool gpu_decode = false;      // decode with nvJPEG on the device (JPEG only), else the CPU pool
   std::string source = "synthetic";  // or a folder of images
+  bool staged = false;               // residency=staged (else resident)
+  std::string weights_from = "pinned";  // staged: "pinned" host memory or "disk"
+  std::int64_t envelope_gib = 0;     // the memory the models may plan for; 0: the device's free memory
   preprocess_config preprocess;      // the encoder's: its side and patch, CLIP's normalisation
   // fc1's sums rounded to bf16 before the activation, as PyTorch runs a bf16 Linear and then its
   // activation (quick_gelu, gelu; gelu_tanh runs in cuBLASLt's epilogue from fp32 sums).
@@ -93,12 +106,25 @@ class vision_side {
   virtual void preprocess_decoded(const std::vector<std::size_t>& which);
 };
 
+// What residency=staged does between stages (the backends that can: cuda). Each load waits until
+// the model is back on the device with its weights, and declares the bytes it moved in `sc`.
+class model_stager {
+ public:
+  virtual ~model_stager() = default;
+  virtual void load_encoder(stage_recorder::scope& sc) = 0;
+  virtual void unload_encoder() = 0;
+  virtual void load_language_model(stage_recorder::scope& sc) = 0;
+  virtual void unload_language_model() = 0;
+};
+
 // Runs one case: builds the set and the requests, declares the work, runs one cold pass, then
 // times the loop. The cold pass's per-stage host times become "latency/cold/<stage>", beside the
 // warm loop's mean host times per repetition, "latency/warm/<stage>" (what a first batch pays on
 // the host: kernel loading, plans, first touches; GPU stages' host times are their enqueueing);
 // "latency/cold/total" and "latency/warm/total" include waiting for the device.
-void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm);
+// With a stager, each pass stages the models (residency=staged); both start unloaded.
+void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm,
+                  model_stager* stager = nullptr);
 
 workload_decl pipeline_declaration();
 void run_pipeline_cpu(case_state& st);

@@ -2,16 +2,23 @@
 // (preprocess_gpu.hpp), the CUDA vision encoder and projector (vit_gpu.hpp) and the cuda llm engine,
 // all on the backend's stream; the image tokens stay on the device from the projector to the
 // prefill. Decode runs on the CPU pool, or (decode=gpu) with nvJPEG into device memory that the
-// preprocessing reads in place.
+// preprocessing reads in place. residency=staged: both engines' memory is evictable (CUDA virtual
+// memory management: the same addresses each time, so plans and graphs survive) and their weights
+// wait in a weight_store between uses.
 #include <algorithm>
 #include <memory>
 #include <span>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
+#include "src/cuda/memory.hpp"
+#include "src/cuda/weight_store.hpp"
 #include "workloads/llm/llm_cuda.hpp"
+#include "workloads/llm/scenarios.hpp"
 #include "workloads/multimodal/decode_gpu.hpp"
 #include "workloads/multimodal/pipeline.hpp"
 #include "workloads/multimodal/preprocess_gpu.hpp"
@@ -78,14 +85,18 @@ class cuda_vision final : public vision_side {
 
   vit_engine_memory memory() const { return m_vit.memory(); }
   std::string precision_note() const { return m_vit.precision_note(); }
+  gpu_vit& engine() { return m_vit; }
 
- private:
-  static vit_engine_options options(const pipeline_case& c) {
+  static vit_engine_options options(const pipeline_case& c, std::int64_t batch) {
     vit_engine_options o;
-    o.max_images = c.batch * c.images;
+    o.max_images = batch * c.images;
     o.fc1_bf16_sums = c.fc1_bf16_sums;
+    o.evictable = c.staged;
     return o;
   }
+
+ private:
+  static vit_engine_options options(const pipeline_case& c) { return options(c, c.batch); }
   backend& m_dev;
   std::size_t m_max_images;
   gpu_preprocessor m_pre;
@@ -94,24 +105,158 @@ class cuda_vision final : public vision_side {
   std::vector<gpu_preprocessor::device_image> m_images;       // per file of the last decode
 };
 
+llm::engine_options language_options(const pipeline_case& c, std::int64_t batch) {
+  llm::engine_options o;
+  o.batch = batch;
+  o.max_context = c.context_length() + c.output;
+  o.max_prompt = c.context_length();
+  o.prefill_batch = batch;
+  o.evictable = c.staged;
+  return o;
+}
+
+// Both models' device memory at a batch, planned without allocating: what each keeps while the
+// other runs (staged) and the matrix-product workspace they share.
+struct models_plan {
+  std::uint64_t vision = 0;        // the encoder's weights and activations, the image tokens aside
+  std::uint64_t image_tokens = 0;  // the projector's output: kept while the language model runs
+  std::uint64_t language = 0;      // weights, KV cache and activations
+  std::uint64_t workspace = 0;
+  std::uint64_t resident() const { return vision + image_tokens + language + workspace; }
+  std::uint64_t staged() const { return std::max(vision, language) + image_tokens + workspace; }
+  std::uint64_t total(bool staged_) const { return staged_ ? staged() : resident(); }
+};
+
+models_plan plan_models(backend& dev, const pipeline_case& c, std::int64_t batch) {
+  const vit_engine_memory v = gpu_vit::plan(dev, c.vision, cuda_vision::options(c, batch));
+  const llm::engine_memory l = llm::cuda_engine::plan(dev, c.language, language_options(c, batch));
+  models_plan p;
+  p.image_tokens = static_cast<std::uint64_t>(batch * c.images * c.tokens_per_image() * c.language.hidden) * 2;
+  p.vision = v.weights + v.activations - p.image_tokens;
+  p.language = l.weights + l.kv_cache + l.activations;
+  p.workspace = l.workspace;
+  return p;
+}
+
+// The largest batch whose models' plan fits `envelope` (0 when not even one request fits).
+std::int64_t largest_batch(backend& dev, const pipeline_case& c, bool staged, std::uint64_t envelope) {
+  std::int64_t lo = 0, hi = 65535 / c.images;  // the encoder takes at most 65535 images per call
+  pipeline_case k = c;
+  k.staged = staged;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo + 1) / 2;
+    if (plan_models(dev, k, mid).total(staged) <= envelope) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// residency=staged: the weights of each engine in a store, its memory given back between uses.
+class cuda_stager final : public model_stager {
+ public:
+  cuda_stager(gpu_vit& vit, cuda::weight_store& vision_store, llm::cuda_engine& lm, cuda::weight_store& language_store)
+      : m_vit(vit), m_vision_store(vision_store), m_lm(lm), m_language_store(language_store) {}
+
+  void load_encoder(stage_recorder::scope& sc) override {
+    m_vit.restore();
+    note(m_vision_store.load(m_vit.weights_device()), sc);
+  }
+  void unload_encoder() override { m_vit.offload(); }
+  void load_language_model(stage_recorder::scope& sc) override {
+    m_lm.restore();
+    note(m_language_store.load(m_lm.weights_device()), sc);
+  }
+  void unload_language_model() override { m_lm.offload(); }
+
+  double max_cached_fraction() const { return m_cached; }
+
+ private:
+  void note(const cuda::store_load& r, stage_recorder::scope& sc) {
+    sc.add_bytes_read(static_cast<double>(r.bytes));
+    sc.add_bytes_written(static_cast<double>(r.bytes));
+    m_cached = std::max(m_cached, r.cached_fraction);
+  }
+  gpu_vit& m_vit;
+  cuda::weight_store& m_vision_store;
+  llm::cuda_engine& m_lm;
+  cuda::weight_store& m_language_store;
+  double m_cached = -1;
+};
+
+std::unique_ptr<cuda::weight_store> store_of(backend& dev, const pipeline_case& c, void* weights, std::uint64_t bytes,
+                                             std::string_view model) {
+  const auto kind = c.weights_from == "disk" ? cuda::store_kind::disk : cuda::store_kind::pinned;
+  try {
+    return std::make_unique<cuda::weight_store>(
+        dev, kind, weights, bytes, llm::scratch_dir() / fmt::format("staged-{}-{}.weights", model, ::getpid()));
+  } catch (const cuda::out_of_memory& e) {
+    throw case_skipped(fmt::format("residency=staged: the {} weights do not fit in page-locked host memory ({}): "
+                                   "weights_from=disk, or residency=resident",
+                                   model, e.what()));
+  }
+}
+
 }  // namespace
 
 void run_pipeline_cuda(case_state& st) {
   const pipeline_case c = read_pipeline_case(st);
   backend& dev = st.device();
+  if (c.staged) {
+    if (const std::string why = cuda::evictable_unavailable_reason(dev.device_index()); !why.empty())
+      throw case_skipped("residency=staged gives the models' memory back between stages and needs " + why);
+  }
+  // The plan before anything is allocated (R5), against the envelope (R12).
+  const std::uint64_t free_bytes = dev.memory().free_bytes;
+  const std::uint64_t asked = static_cast<std::uint64_t>(c.envelope_gib) << 30;
+  const std::uint64_t envelope = asked > 0 ? std::min(asked, free_bytes) : free_bytes;
+  if (asked > free_bytes)
+    st.set_detail("memory.envelope", fmt::format("envelope {} GiB asked; the device has {} free: planned against that",
+                                                 c.envelope_gib, cuda::format_gib(free_bytes)));
+  const models_plan plan = plan_models(dev, c, c.batch);
+  st.add_metric("memory/envelope", static_cast<double>(envelope), "B");
+  st.add_metric("memory/plan/vision", static_cast<double>(plan.vision + plan.image_tokens), "B");
+  st.add_metric("memory/plan/language", static_cast<double>(plan.language), "B");
+  st.add_metric("memory/plan/models", static_cast<double>(plan.total(c.staged)), "B");
+  st.add_metric("memory/largest_batch/resident", static_cast<double>(largest_batch(dev, c, false, envelope)), "requests");
+  st.add_metric("memory/largest_batch/staged", static_cast<double>(largest_batch(dev, c, true, envelope)), "requests");
+  if (plan.total(c.staged) > envelope)
+    throw case_skipped(fmt::format(
+        "does not fit: {} {} and {} at batch {} need {} ({} vision, {} language, {} workspace), the envelope is {}; a "
+        "smaller batch{}",
+        c.staged ? "staged" : "resident", c.vision.name, c.language.name, c.batch,
+        cuda::format_gib(plan.total(c.staged)), cuda::format_gib(plan.vision + plan.image_tokens),
+        cuda::format_gib(plan.language), cuda::format_gib(plan.workspace), cuda::format_gib(envelope),
+        c.staged ? "" : ", or residency=staged"));
+
   memory_tracker& tracker = dev.memory_tracking();
   const std::uint64_t baseline = tracker.current();
   (void)tracker.exchange_peak(baseline);
+  // Staged: each model is made, its weights put in its store and its memory given back before the
+  // next is made, so that the peak is the staged one from the start.
   cuda_vision vision(dev, c);
-  llm::engine_options o;
-  o.batch = c.batch;
-  o.max_context = c.context_length() + c.output;
-  o.max_prompt = c.context_length();
-  o.prefill_batch = c.batch;
-  llm::cuda_engine lm(dev, c.language, c.seed, o);
+  std::unique_ptr<cuda::weight_store> vision_store, language_store;
+  if (c.staged) {
+    vision_store = store_of(dev, c, vision.engine().weights_device(), vision.engine().weights_bytes(), "vision");
+    vision.engine().offload();
+  }
+  llm::cuda_engine lm(dev, c.language, c.seed, language_options(c, c.batch));
+  std::unique_ptr<cuda_stager> stager;
+  if (c.staged) {
+    language_store = store_of(dev, c, lm.weights_device(), lm.weights_bytes(), "language");
+    lm.offload();
+    stager = std::make_unique<cuda_stager>(vision.engine(), *vision_store, lm, *language_store);
+    st.set_detail("residency.stores", fmt::format("{} weights ({}) and {} weights ({}) in {}", c.vision.name,
+                                                  cuda::format_gib(vision_store->bytes()), c.language.name,
+                                                  cuda::format_gib(language_store->bytes()),
+                                                  c.weights_from == "disk" ? "files on disk under " +
+                                                                                 llm::scratch_dir().string()
+                                                                           : std::string("page-locked host memory")));
+  }
   st.set_field("precision.vision", vision.precision_note());
-  run_pipeline(st, c, vision, lm);
+  run_pipeline(st, c, vision, lm, stager.get());
   lm.synchronize();
+  if (stager && stager->max_cached_fraction() >= 0)
+    st.add_metric("residency/disk_cached_fraction", stager->max_cached_fraction(), "ratio");
   const auto v = vision.memory();
   const auto e = lm.memory();
   st.add_metric("memory/vision/weights", static_cast<double>(v.weights), "B");

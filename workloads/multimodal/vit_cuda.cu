@@ -156,11 +156,11 @@ struct gpu_vit::impl {
   std::map<std::pair<std::int64_t, gemm_id>, gemm_plan> plans;
   cudaGraphExec_t graph = nullptr;
 
-  impl(backend& d, const vit_weights& w, const vit_engine_options& options) : dev(cuda::as_cuda(d)), c(w.config), o(options) {
+  // The layout and sizes of `config`'s engine; with `allocate`, its buffers too (evictable ones
+  // with options.evictable), zeroed.
+  impl(backend& d, const vit_config& config, const vit_engine_options& options, bool allocate)
+      : dev(cuda::as_cuda(d)), c(config), o(options) {
     validate(c);
-    if (w.storage != dtype::bf16)
-      throw usage_error(cat("vision encoder cuda engine: weights are stored as bf16; these are ",
-                            llm::dtype_name(w.storage), " (load or draw them as bf16)"));
     if (o.max_images < 1) throw usage_error(cat("vision encoder cuda engine: max_images ", o.max_images, " must be at least 1"));
     if (c.head_dim() > k::attention_max_head_dim)
       throw usage_error(cat("vision encoder cuda engine: head_dim ", c.head_dim(), " exceeds ",
@@ -176,34 +176,57 @@ struct gpu_vit::impl {
     Tp = c.projector_tokens();
     fc1_epilogue = c.activation == vit_activation::gelu_tanh && o.gelu_tanh_epilogue;
     attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())));
-    dev.make_current();
     index_stages();
     plan_arena();
-
-    const std::uint64_t n = static_cast<std::uint64_t>(o.max_images), rows = n * static_cast<std::uint64_t>(T);
-    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    if (!allocate) return;
+    dev.make_current();
+    const auto sizes = activation_sizes();
+    // The projector's output stays mapped when the engine is offloaded: the language model's
+    // prefill reads it after the encoder has given its memory back.
+    const auto get = [&](std::uint64_t bytes, bool keep) {
+      if (bytes == 0) return device_buffer();
+      return o.evictable && !keep ? dev.allocate_evictable(bytes) : dev.allocate(bytes);
+    };
     try {
-      weights = dev.allocate(arena_bytes);
-      in = dev.allocate(n * u(Np * K) * 2);
-      x = dev.allocate(rows * u(D) * 2);
-      h = dev.allocate(rows * u(D) * 2);
-      qkv = dev.allocate(rows * u(3 * D) * 2);
-      attn = dev.allocate(rows * u(D) * 2);
-      f = dev.allocate(rows * u(M) * 2);
-      // fp32 sums of the patch GEMM, fc1, the projector's fc1, and any GEMM's output while timed.
-      const std::uint64_t sum_bytes =
-          std::max({rows * u(M) * 4, rows * u(3 * D) * 2, n * u(Np * D) * 4, n * u(Tp * H) * 4});
-      sums = dev.allocate(sum_bytes);
-      if (c.projector_first_token() != 0) selected = dev.allocate(n * u(Tp * D) * 2);
-      g = dev.allocate(n * u(Tp * H) * 2);
-      tokens = dev.allocate(n * u(Tp * H) * 2);
+      weights = get(arena_bytes, false);
+      std::size_t i = 0;
+      for (device_buffer* b : activation_buffers()) {
+        *b = get(sizes[i], b == &tokens);
+        ++i;
+      }
     } catch (const cuda::out_of_memory& e) {
       throw case_skipped(cat("does not fit: ", e.what()));
     }
-    // Defined contents before any GEMM is timed on them.
-    for (device_buffer* b : {&in, &x, &h, &qkv, &attn, &f, &sums, &selected, &g, &tokens})
+    zero_activations();
+  }
+
+  // Defined contents before any GEMM is timed on them.
+  void zero_activations() {
+    for (device_buffer* b : activation_buffers())
       if (b->bytes()) ITERA_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), dev.stream()));
-    upload(w);
+  }
+
+  std::array<device_buffer*, 10> activation_buffers() {
+    return {&in, &x, &h, &qkv, &attn, &f, &sums, &selected, &g, &tokens};
+  }
+
+  // The bytes of each of activation_buffers(), for o.max_images images (0: not needed).
+  std::array<std::uint64_t, 10> activation_sizes() const {
+    const std::uint64_t n = static_cast<std::uint64_t>(o.max_images), rows = n * static_cast<std::uint64_t>(T);
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    // fp32 sums of the patch GEMM, fc1, the projector's fc1, and any GEMM's output while timed.
+    const std::uint64_t sum_bytes =
+        std::max({rows * u(M) * 4, rows * u(3 * D) * 2, n * u(Np * D) * 4, n * u(Tp * H) * 4});
+    return {n * u(Np * K) * 2,
+            rows * u(D) * 2,
+            rows * u(D) * 2,
+            rows * u(3 * D) * 2,
+            rows * u(D) * 2,
+            rows * u(M) * 2,
+            sum_bytes,
+            c.projector_first_token() != 0 ? n * u(Tp * D) * 2 : 0,
+            n * u(Tp * H) * 2,
+            n * u(Tp * H) * 2};
   }
 
   ~impl() {
@@ -628,8 +651,46 @@ struct gpu_vit::impl {
   }
 };
 
-gpu_vit::gpu_vit(backend& dev, const vit_weights& weights, const vit_engine_options& options)
-    : m(std::make_unique<impl>(dev, weights, options)) {}
+gpu_vit::gpu_vit(backend& dev, const vit_weights& weights, const vit_engine_options& options) {
+  if (weights.storage != dtype::bf16)
+    throw usage_error(cat("vision encoder cuda engine: weights are stored as bf16; these are ",
+                          llm::dtype_name(weights.storage), " (load or draw them as bf16)"));
+  m = std::make_unique<impl>(dev, weights.config, options, true);
+  m->upload(weights);
+}
+
+vit_engine_memory gpu_vit::plan(backend& dev, const vit_config& config, const vit_engine_options& options) {
+  const impl sizes(dev, config, options, false);
+  vit_engine_memory r;
+  r.weights = sizes.arena_bytes;
+  for (const auto b : sizes.activation_sizes()) r.activations += b;
+  r.workspace = cuda::as_cuda(dev).lt_workspace_size();
+  return r;
+}
+
+void gpu_vit::offload() {
+  if (!m->o.evictable) throw std::logic_error("gpu_vit::offload: the engine was not made with options.evictable");
+  ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream()));
+  m->weights.evict();
+  for (device_buffer* b : m->activation_buffers())
+    if (b->is_evictable()) b->evict();
+}
+
+void gpu_vit::restore() {
+  if (!m->o.evictable) throw std::logic_error("gpu_vit::restore: the engine was not made with options.evictable");
+  m->dev.make_current();
+  try {
+    m->weights.restore();
+    for (device_buffer* b : m->activation_buffers())
+      if (b->is_evictable()) b->restore();
+  } catch (const cuda::out_of_memory& e) {
+    throw case_skipped(cat("does not fit: restoring the vision encoder: ", e.what()));
+  }
+}
+
+bool gpu_vit::resident() const { return m->weights.resident(); }
+void* gpu_vit::weights_device() const { return m->weights.data(); }
+std::uint64_t gpu_vit::weights_bytes() const { return m->weights.bytes(); }
 
 gpu_vit::~gpu_vit() = default;
 
@@ -639,8 +700,7 @@ const vit_engine_options& gpu_vit::options() const { return m->o; }
 vit_engine_memory gpu_vit::memory() const {
   vit_engine_memory r;
   r.weights = m->weights.bytes();
-  for (const device_buffer* b : {&m->in, &m->x, &m->h, &m->qkv, &m->attn, &m->sums, &m->f, &m->selected, &m->g, &m->tokens})
-    r.activations += b->bytes();
+  for (const device_buffer* b : m->activation_buffers()) r.activations += b->bytes();
   r.workspace = m->dev.lt_workspace_size();
   return r;
 }

@@ -58,6 +58,9 @@ struct vit_engine_options {
   bool gelu_tanh_epilogue = true;  // fc1 with gelu_tanh in cuBLASLt's epilogue (false: fp32 + kernel)
   bool fc1_bf16_sums = false;      // quick_gelu, gelu: fc1's sums rounded to bf16 before the activation
   bool attention_tensor_cores = true;  // false: the CUDA-core attention kernel (tests)
+  // Weights and activations (all but the image tokens) in evictable device memory, so that
+  // offload() can give them back between uses (residency=staged in the multimodal pipeline).
+  bool evictable = false;
 };
 
 struct vit_engine_memory {
@@ -76,6 +79,21 @@ class gpu_vit {
   const vit_config& config() const;
   const vit_engine_options& options() const;
   vit_engine_memory memory() const;
+  // What an engine of `config` with `options` allocates, computed without allocating (the same
+  // sizes as memory() of such an engine). usage_error for the shapes the constructor refuses.
+  static vit_engine_memory plan(backend& dev, const vit_config& config, const vit_engine_options& options);
+
+  // Residency (options.evictable only; std::logic_error otherwise). offload() waits for the stream
+  // and gives back the device memory of the weights and activations (the image tokens of the last
+  // project() stay); restore() maps it again at the same addresses (case_skipped "does not fit"
+  // when the device has not the memory) with undefined contents: write the weights back
+  // (weights_device(), weights_bytes()) before the next encode. Plans, tuning and a captured graph
+  // survive both.
+  void offload();
+  void restore();
+  bool resident() const;
+  void* weights_device() const;  // the weight arena, as one block of weights_bytes()
+  std::uint64_t weights_bytes() const;
   std::string precision_note() const;
 
   // Rounds patch rows [images, G*G, C*P*P] (vit_cpu.hpp: patch_rows) to bf16 into the engine's
