@@ -28,6 +28,8 @@ bench tiny -a encoder=tiny -a model=tiny -a resolution=64 -a images=1,2 -a batch
 bench llava -a batch=1,8 -a loop=compute,end_to_end
 bench images -a images=1,2,4 -a batch=4 -a loop=end_to_end
 bench resolution -a resolution=224,2048 -a batch=8 -a loop=end_to_end
+# SigLIP so400m at 384 px (729 image tokens, its own image processor) into the same model.
+bench siglip -a encoder=siglip-so400m-patch14-384 -a batch=1,8 -a loop=end_to_end
 # decode=gpu: nvJPEG into device memory, preprocessed in place, against the CPU pool.
 bench gpudecode -a resolution=768,2048 -a batch=8 -a loop=end_to_end -a decode=cpu,gpu
 # Residency (R11): both models resident against staged around their stages, the weights from

@@ -223,7 +223,7 @@ int run_preprocess(const preprocess_opts& o) {
     if (o.out.empty()) return;
     const auto s = std::size_t{config.image_size};
     const auto p = std::size_t{config.patch_size};
-    const auto values = o.patches ? mm::patchify(tensor, config.patch_size) : tensor.values;
+    const auto values = o.patches ? mm::patchify_whole(tensor, config.patch_size) : tensor.values;
     const std::vector<std::size_t> shape =
         o.patches ? std::vector<std::size_t>{tensor.views, (s / p) * (s / p), 3 * p * p}
                   : std::vector<std::size_t>{tensor.views, 3, s, s};

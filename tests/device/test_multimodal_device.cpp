@@ -45,19 +45,26 @@ TEST(multimodal_device, preprocess_matches_cpu_reference) {
     mm::resize_mode mode;
     std::uint32_t side, patch;
   };
+  // The last: SigLIP so400m's processor (the whole image to 384 x 384, 27 x 27 whole 14-px patches).
   for (const mode_case mc : {mode_case{mm::resize_mode::crop, 224, 14}, mode_case{mm::resize_mode::crop, 336, 14},
-                             mode_case{mm::resize_mode::tiles, 448, 14}, mode_case{mm::resize_mode::crop, 384, 16}}) {
+                             mode_case{mm::resize_mode::tiles, 448, 14}, mode_case{mm::resize_mode::crop, 384, 16},
+                             mode_case{mm::resize_mode::tiles, 384, 14}}) {
     mm::preprocess_config cfg;
     cfg.mode = mc.mode;
     cfg.image_size = mc.side;
     cfg.patch_size = mc.patch;
+    if (mc.side % mc.patch != 0) {
+      cfg.min_tiles = cfg.max_tiles = 1;
+      cfg.mean = mm::siglip_mean;
+      cfg.std = mm::siglip_std;
+    }
     // The reference, view by view, in batch order.
     std::vector<float> want_nchw;
     std::vector<std::uint16_t> want_patches;
     for (const auto& im : images) {
       const auto t = mm::preprocess(im, cfg);
       want_nchw.insert(want_nchw.end(), t.values.begin(), t.values.end());
-      const auto p = mm::to_bf16(mm::patchify(t, cfg.patch_size));
+      const auto p = mm::to_bf16(mm::patchify_whole(t, cfg.patch_size));
       want_patches.insert(want_patches.end(), p.begin(), p.end());
     }
     mm::gpu_preprocessor gpu(*dev, cfg);

@@ -45,7 +45,7 @@ expect_fail "zero count" 2 "count must be" data images --out "$work/x6" --count 
 expect_fail "no subcommand" 2 "" data
 expect_fail "zero threads" 2 "'0' is not a thread count" data decode "$work/a" --threads 0
 expect_fail "bad mode" 2 "resize mode 'squash' is unknown" data preprocess "$work/a" --mode squash
-expect_fail "patch not dividing" 2 "must divide the image size" data preprocess "$work/a" --size 224 --patch 15
+expect_fail "patch over the image" 2 "at most the image size" data preprocess "$work/a" --size 224 --patch 300
 expect_fail "not a folder" 5 "is not a folder" data decode "$work/nope"
 check "refusals wrote nothing" test ! -e "$work/x1" -a ! -e "$work/x4"
 

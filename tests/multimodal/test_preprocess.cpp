@@ -221,9 +221,11 @@ TEST(MultimodalPreprocess, FullPipelineShapesAndConfigChecks) {
   const auto tiles = preprocess(synthesize_photo(2, 2048, 1024), cfg);
   EXPECT_EQ(tiles.views, 9u);  // 4x2 + thumbnail
   preprocess_config bad;
-  bad.patch_size = 16;  // 224 % 16 == 0 is fine; 15 is not
+  bad.patch_size = 15;  // 224 = 14 x 15 + 14: whole patches only, as SigLIP's 384 / 14
   EXPECT_NO_THROW(validate(bad));
-  bad.patch_size = 15;
+  bad.patch_size = 225;  // larger than the image
+  EXPECT_THROW(validate(bad), usage_error);
+  bad.patch_size = 0;
   EXPECT_THROW(validate(bad), usage_error);
   bad = {};
   bad.std[1] = 0;

@@ -145,6 +145,27 @@ std::vector<llm::prompt_request> wave_of(const prepared_context& ctx, const std:
 
 }  // namespace
 
+preprocess_config image_processor_for(const vit_config& v) {
+  preprocess_config p;
+  p.image_size = static_cast<std::uint32_t>(v.image);
+  p.patch_size = static_cast<std::uint32_t>(v.patch);
+  if (!v.class_token) {  // SigLIP: resized to S x S whatever the aspect, [-1, 1]
+    p.mode = resize_mode::tiles;
+    p.min_tiles = p.max_tiles = 1;
+    p.thumbnail = false;
+    p.mean = siglip_mean;
+    p.std = siglip_std;
+  }
+  return p;
+}
+
+std::string image_processor_name(const preprocess_config& p) {
+  return p.mode == resize_mode::crop
+             ? fmt::format("clip: bicubic resize of the shorter side to {0}, centre crop {0}x{0}, CLIP mean and std",
+                           p.image_size)
+             : fmt::format("siglip: bicubic resize to {0}x{0}, mean 0.5 and std 0.5", p.image_size);
+}
+
 void vision_side::decode(const read_batch&, std::vector<char>&, std::vector<image_error>&) {
   throw case_skipped("decode=gpu: this backend has no GPU decoder");
 }
@@ -172,13 +193,7 @@ pipeline_case read_pipeline_case(const case_state& st) {
   c.staged = st.get_string("residency") == "staged";
   c.weights_from = st.get_string("weights_from");
   c.envelope_gib = st.get_int("envelope");
-  c.preprocess.image_size = static_cast<std::uint32_t>(c.vision.image);
-  c.preprocess.patch_size = static_cast<std::uint32_t>(c.vision.patch);
-  if (c.vision.image % c.vision.patch != 0)
-    throw usage_error(fmt::format("encoder {}: its side {} is not a multiple of its patch {}, which the preprocessing "
-                                  "stage needs (patchify); choose a CLIP encoder (clip-vit-large-patch14, "
-                                  "clip-vit-large-patch14-336) or tiny",
-                                  c.vision.name, c.vision.image, c.vision.patch));
+  c.preprocess = image_processor_for(c.vision);
   validate(c.preprocess);
   if (c.context_length() + c.output > c.language.max_position)
     throw usage_error(fmt::format("{} text tokens + {} images x {} image tokens + {} output tokens = {}, more than the "
@@ -197,6 +212,7 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
   st.set_field("precision.compute", lm.precision_note());
   st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
   st.set_field("precision.fc1_sums", c.fc1_bf16_sums ? "bf16" : "fp32");
+  st.set_field("preprocess", image_processor_name(c.preprocess));
   st.set_field("residency", stager ? "staged from " + c.weights_from : "resident");
 
   const image_set batch = batch_images(c);

@@ -74,6 +74,13 @@ struct pipeline_case {
   std::int64_t context_length() const { return prompt + images * tokens_per_image(); }
 };
 
+// The image processor of the encoder's family, as transformers configures it: CLIP (a class
+// token): the shorter side resized to S, the centre S x S, CLIP's mean and std; SigLIP (none): the
+// whole image resized to S x S, mean and std 0.5. Patches: floor(S / P)^2 (SigLIP's 384 px with
+// 14-px patches: 27 x 27, as its Conv2d).
+preprocess_config image_processor_for(const vit_config& vision);
+std::string image_processor_name(const preprocess_config& config);
+
 // The case's axes, checked: usage_error naming the axis and the fix (an encoder whose side is not
 // a multiple of its patch, a context longer than the language model's, ...).
 pipeline_case read_pipeline_case(const case_state& st);

@@ -79,8 +79,9 @@ resize_mode parse_resize_mode(std::string_view name) {
 std::string_view resize_mode_name(resize_mode mode) { return mode == resize_mode::crop ? "crop" : "tiles"; }
 
 void validate(const preprocess_config& c) {
-  if (c.patch_size < 1 || c.image_size < c.patch_size || c.image_size % c.patch_size != 0)
-    throw usage_error(fmt::format("preprocess: the patch size ({}) must divide the image size ({}), e.g. 224 and 14",
+  if (c.patch_size < 1 || c.image_size < c.patch_size)
+    throw usage_error(fmt::format("preprocess: the patch size ({}) must be at least 1 and at most the image size ({}), "
+                                  "e.g. 14 and 224",
                                   c.patch_size, c.image_size));
   if (c.image_size > 4096) throw usage_error(fmt::format("preprocess: image size {} is over 4096", c.image_size));
   for (int ch = 0; ch < 3; ++ch)

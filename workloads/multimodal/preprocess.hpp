@@ -31,7 +31,9 @@
 // 3. Normalise (transformers' rescale + normalize): x = float32(double(v) * (1.0 / 255.0)), then
 //    y = (x - float32(mean[c])) / float32(std[c]) in float32 arithmetic.
 // 4. Layout: NCHW float32 [N views, 3, S, S] (pixel_values); and the patchified view
-//    [N, (S/P)^2, 3*P*P]: patch p = py * (S/P) + px (row-major over the patch grid), element
+//    [N, G^2, 3*P*P] with G = floor(S/P) (when P does not divide S, as SigLIP's 14 px patches of its
+//    384 px input, the last S mod P rows and columns are not read, as its Conv2d does):
+//    patch p = py * G + px (row-major over the patch grid), element
 //    e = c*P*P + dy*P + dx, i.e. the order of a Conv2d(3, D, P, stride P) weight flattened to
 //    [D, 3*P*P], so the patch embedding is one GEMM [N*(S/P)^2, 3*P*P] x [3*P*P, D].
 //    bf16: round to nearest even of the float32 value (torch's .to(torch.bfloat16)).
@@ -53,11 +55,14 @@ std::string_view resize_mode_name(resize_mode mode);
 // OpenAI CLIP's normalisation constants (transformers' OPENAI_CLIP_MEAN / OPENAI_CLIP_STD).
 inline constexpr std::array<double, 3> clip_mean{0.48145466, 0.4578275, 0.40821073};
 inline constexpr std::array<double, 3> clip_std{0.26862954, 0.26130258, 0.27577711};
+// SigLIP's (transformers' IMAGENET_STANDARD_MEAN / _STD): [-1, 1].
+inline constexpr std::array<double, 3> siglip_mean{0.5, 0.5, 0.5};
+inline constexpr std::array<double, 3> siglip_std{0.5, 0.5, 0.5};
 
 struct preprocess_config {
   resize_mode mode = resize_mode::crop;
   std::uint32_t image_size = 224;  // S: the encoder's input side (224, 336, 448, ...)
-  std::uint32_t patch_size = 14;   // P: must divide S
+  std::uint32_t patch_size = 14;   // P: at most S (patches: floor(S/P)^2)
   std::array<double, 3> mean = clip_mean;
   std::array<double, 3> std = clip_std;
   std::uint32_t min_tiles = 1;     // tiles mode
@@ -65,7 +70,7 @@ struct preprocess_config {
   bool thumbnail = true;
 };
 
-// usage_error naming the bad field (S < P, P not dividing S, a std <= 0, min > max tiles, ...).
+// usage_error naming the bad field (S < P, a std <= 0, min > max tiles, ...).
 void validate(const preprocess_config& config);
 
 // Step 2's fixed-point weights of one axis (Pillow's PRECISION_BITS = 22): output o reads input

@@ -94,13 +94,14 @@ __global__ void resize_cols_normalise(const resize_job* jobs, const view_job* vi
   const std::uint8_t v[3] = {clip8(s0), clip8(s1), clip8(s2)};
   const std::size_t plane = static_cast<std::size_t>(side) * side;
   const std::size_t view = blockIdx.y;
+  for (int c = 0; c < 3; ++c) nchw[(view * 3 + c) * plane + static_cast<std::size_t>(y) * side + x] = lut[c * 256 + v[c]];
+  // Whole patches only: G = floor(S / P), the last S mod P rows and columns are not patches.
   const int grid = side / patch;
+  if (x >= grid * patch || y >= grid * patch) return;
   const std::size_t p = static_cast<std::size_t>(y / patch) * grid + x / patch;
   const std::size_t pp = static_cast<std::size_t>(patch) * patch;
-  for (int c = 0; c < 3; ++c) {
-    nchw[(view * 3 + c) * plane + static_cast<std::size_t>(y) * side + x] = lut[c * 256 + v[c]];
-    patches[(view * plane / pp + p) * 3 * pp + c * pp + (y % patch) * patch + (x % patch)] = lut_bf16[c * 256 + v[c]];
-  }
+  for (int c = 0; c < 3; ++c)
+    patches[(view * grid * grid + p) * 3 * pp + c * pp + (y % patch) * patch + (x % patch)] = lut_bf16[c * 256 + v[c]];
 }
 
 // A device buffer that grows to the largest request.
@@ -265,7 +266,8 @@ std::vector<float> gpu_preprocessor::download_pixel_values() const {
 }
 
 std::vector<std::uint16_t> gpu_preprocessor::download_patches() const {
-  const std::size_t n = m->views * 3ull * m->config.image_size * m->config.image_size;
+  const std::size_t grid = m->config.image_size / m->config.patch_size;
+  const std::size_t n = m->views * 3ull * grid * grid * m->config.patch_size * m->config.patch_size;
   std::vector<std::uint16_t> out(n);
   ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev->stream()));
   if (n) ITERA_CUDA_CHECK(cudaMemcpy(out.data(), m->patches.data(), n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));

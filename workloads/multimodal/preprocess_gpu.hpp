@@ -38,7 +38,7 @@ class gpu_preprocessor {
   std::size_t enqueue_device(const std::uint8_t* pixels, const std::vector<device_image>& images);
 
   std::size_t views() const;
-  // Device pointers: NCHW float32 [views, 3, S, S] and patchified bf16 [views, (S/P)^2, 3*P*P].
+  // Device pointers: NCHW float32 [views, 3, S, S] and patchified bf16 [views, G^2, 3*P*P], G = floor(S/P).
   const float* pixel_values() const;
   const std::uint16_t* patches() const;
   std::size_t host_bytes_uploaded() const;  // pixels and tables of the last enqueue
