@@ -28,6 +28,9 @@ bench tiny -a encoder=tiny -a model=tiny -a resolution=64 -a images=1,2 -a batch
 bench llava -a batch=1,8 -a loop=compute,end_to_end
 bench images -a images=1,2,4 -a batch=4 -a loop=end_to_end
 bench resolution -a resolution=224,2048 -a batch=8 -a loop=end_to_end
+# The language model's weights in fp8 against bf16: time, and the quality figures on the same
+# contexts and image tokens.
+bench precision -a weights=bf16,fp8_e4m3 -a batch=8 -a loop=compute
 # SigLIP so400m at 384 px (729 image tokens, its own image processor) into the same model.
 bench siglip -a encoder=siglip-so400m-patch14-384 -a batch=1,8 -a loop=end_to_end
 # decode=gpu: nvJPEG into device memory, preprocessed in place, against the CPU pool.
@@ -73,8 +76,8 @@ def host(j, path):
         if s["path"] == path:
             return s["host_ns"] / reps * 1e-6
     return None
-print("| encoder | model | loop | decode | residency | env GiB | res | images | batch | status | images/s | ttft ms | read | decode | preprocess | load enc | vision | unload enc | load lm | context | prefill | decode steps | unload lm | plan GiB | peak GiB | max batch res/staged | cold total ms | warm total ms |")
-print("| --- | --- | --- | --- | --- | --: | --: | --: | --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- | --: | --: |")
+print("| encoder | model | weights | loop | decode | residency | env GiB | res | images | batch | status | images/s | ttft ms | read | decode | preprocess | load enc | vision | unload enc | load lm | context | prefill | decode steps | unload lm | plan GiB | peak GiB | max batch res/staged | quality (logits err, top-1) | cold total ms | warm total ms |")
+print("| --- | --- | --- | --- | --- | --- | --: | --: | --: | --: | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --- | --- | --: | --: |")
 for j in rows:
     a = j["axes"]
     m = {x["name"]: x["value"] for x in j.get("metrics", [])}
@@ -82,12 +85,13 @@ for j in rows:
     res = a.get("residency", "resident") + ("/" + a.get("weights_from", "pinned") if a.get("residency") == "staged" else "")
     gib = lambda k: f(m.get(k), 1 / 2**30)
     fits = f"{f(m.get('memory/largest_batch/resident'), 1, '{:.0f}')}/{f(m.get('memory/largest_batch/staged'), 1, '{:.0f}')}"
-    print(f"| {a['encoder']} | {a['model']} | {a['loop']} | {a.get('decode', 'cpu')} | {res} | {a.get('envelope', 0)} | {a['resolution']} | {a['images']} | {a['batch']} | {j['status']} | "
+    q = "-" if m.get("quality/top1_agreement") is None else f"{m['quality/logits_rel_error']:.3f}, {m['quality/top1_agreement']:.2f}"
+    print(f"| {a['encoder']} | {a['model']} | {a.get('weights', 'bf16')} | {a['loop']} | {a.get('decode', 'cpu')} | {res} | {a.get('envelope', 0)} | {a['resolution']} | {a['images']} | {a['batch']} | {j['status']} | "
           f"{f(m.get('throughput/images_per_s'), 1, '{:.1f}')} | {f(m.get('latency/ttft'), 1e3)} | "
           + " | ".join(f(host(j, s) if s.startswith(("load", "unload")) else stage(j, s)) for s in
                        ("read", "decode", "preprocess", "load_encoder", "vision", "unload_encoder", "load_language_model",
                         "context", "generation/prefill", "generation/decode", "unload_language_model"))
-          + f" | {gib('memory/plan/models')} | {gib('memory/measured_peak')} | {fits}"
+          + f" | {gib('memory/plan/models')} | {gib('memory/measured_peak')} | {fits} | {q}"
           + f" | {f(m.get('latency/cold/total'), 1e3)} | {f(m.get('latency/warm/total'), 1e3)} |")
     if j["status"] != "ok":
         print(f"|   {j.get('message', '')[:240]} |")

@@ -172,6 +172,9 @@ TEST(Pipeline, ShapesThatCannotRunSayWhy) {
   r = run_pipeline_case({{"decode", "gpu"}});
   EXPECT_EQ(r.status, case_status::skipped);
   EXPECT_NE(r.message.find("use the cuda backend, or decode=cpu"), std::string::npos) << r.message;
+  r = run_pipeline_case({{"weights", "fp8_e4m3"}});
+  EXPECT_EQ(r.status, case_status::skipped);
+  EXPECT_NE(r.message.find("cpu backend runs bf16 weights; use the cuda backend"), std::string::npos) << r.message;
   r = run_pipeline_case({{"residency", "staged"}});
   EXPECT_EQ(r.status, case_status::skipped);
   EXPECT_NE(r.message.find("the cpu backend has one memory: use the cuda backend, or residency=resident"),

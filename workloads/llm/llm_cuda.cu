@@ -853,6 +853,12 @@ std::vector<float> cuda_engine::prefill(std::span<const std::int32_t> ids, std::
   return m->read_logits(all_positions ? o.batch * prompt : o.batch);
 }
 
+std::vector<float> cuda_engine::read_prefill_logits(std::int64_t count) {
+  if (count < 1 || count > m->o.batch)
+    throw usage_error(cat("llm cuda engine: logits of ", count, " sequences; the engine holds 1..", m->o.batch));
+  return m->read_logits(count);
+}
+
 std::vector<float> cuda_engine::decode_step(std::span<const std::int32_t> ids) {
   if (static_cast<std::int64_t>(ids.size()) != m->o.batch)
     throw usage_error(cat("llm cuda engine: ", ids.size(), " ids for a batch of ", m->o.batch));

@@ -117,6 +117,10 @@ class cuda_engine final : public engine {
   // option). Leaves each sequence's argmax in the device ids, ready for decode_device().
   std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt, bool all_positions = false);
 
+  // After prefill_staged(first, count, ...): the fp32 logits of those sequences' last positions,
+  // [count x vocab] (waits for the stream).
+  std::vector<float> read_prefill_logits(std::int64_t count);
+
   // One token per sequence from the host: returns [batch x vocab] fp32 logits; the argmax ids
   // stay on the device (read_ids).
   std::vector<float> decode_step(std::span<const std::int32_t> tokens);

@@ -190,6 +190,7 @@ pipeline_case read_pipeline_case(const case_state& st) {
   c.end_to_end = st.get_string("loop") == "end_to_end";
   c.gpu_decode = st.get_string("decode") == "gpu";
   c.source = st.get_string("source");
+  c.language_weights = llm::parse_dtype(st.get_string("weights"));
   c.staged = st.get_string("residency") == "staged";
   c.weights_from = st.get_string("weights_from");
   c.envelope_gib = st.get_int("envelope");
@@ -205,10 +206,11 @@ pipeline_case read_pipeline_case(const case_state& st) {
   return c;
 }
 
-void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm, model_stager* stager) {
+pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm,
+                            model_stager* stager) {
   st.set_field("model", c.language.name);
   st.set_field("encoder", c.vision.name);
-  st.set_field("precision.weights", "bf16");
+  st.set_field("precision.weights", std::string(llm::dtype_name(c.language_weights)));
   st.set_field("precision.compute", lm.precision_note());
   st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
   st.set_field("precision.fc1_sums", c.fc1_bf16_sums ? "bf16" : "fp32");
@@ -238,10 +240,10 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
   // contexts and the decode steps (memory-side bytes as the llm workload counts them).
   const auto vwork = sum_work(vit_stages(c.vision, dtype::bf16, dtype::bf16), views);
   const std::vector<std::int64_t> lens(static_cast<std::size_t>(requests), ctx.length());
-  auto total = llm::prefill_work(c.language, dtype::bf16, dtype::bf16, lens);
+  auto total = llm::prefill_work(c.language, c.language_weights, dtype::bf16, lens);
   for (std::int64_t s = 1; s < c.output; ++s) {
     const std::vector<std::int64_t> held(static_cast<std::size_t>(requests), ctx.length() + s - 1);
-    const auto d = llm::decode_step_work(c.language, dtype::bf16, dtype::bf16, held);
+    const auto d = llm::decode_step_work(c.language, c.language_weights, dtype::bf16, held);
     total.flops += d.flops;
     total.weight_bytes_read += d.weight_bytes_read;
     total.kv_bytes_read += d.kv_bytes_read;
@@ -369,7 +371,46 @@ void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, l
       if (const stage_record* x = r.find_stage(s)) first_token_ns += x->host_ns;
     r.metrics.push_back({"latency/ttft", first_token_ns / samples * 1e-9, "s"});
   });
+  return {ctx, views, requests, c.output};
 }
+
+void record_precision_quality(case_state& st, precision_check& check, const pipeline_batch& batch, vision_side& vision,
+                              model_stager* stager) {
+  const prepared_context& ctx = batch.ctx;
+  const std::int64_t requests = batch.requests;
+  const std::int64_t positions = std::min<std::int64_t>(batch.output, 16);
+  // The image tokens of the batch again (the compute loop's input, or the last pass's), where the
+  // vision side keeps them: the engines read them from there.
+  stage_recorder untimed;
+  if (stager) {
+    auto sc = untimed.enter("load_encoder");
+    stager->load_encoder(sc);
+  }
+  const image_tokens tokens = vision.encode(batch.views, untimed);
+  if (stager) stager->unload_encoder();
+  const llm::embedding_rows rows{ctx.image_rows, tokens.values, tokens.on_device};
+  llm::quality_figures f;
+  try {
+    llm::quality_trace tested;
+    {
+      auto model = check.make(false, rows, requests, ctx.length() + positions);
+      tested = llm::trace_logits(*model, ctx.ids, ctx.length(), positions);
+    }
+    auto model = check.make(true, rows, requests, ctx.length() + positions);
+    f = llm::compare_traces(tested, llm::trace_logits(*model, ctx.ids, ctx.length(), positions, &tested));
+  } catch (const std::exception& e) {
+    st.set_detail("quality.not_measured", fmt::format("against {}: {}", check.reference_name(), e.what()));
+    return;
+  }
+  st.add_metric("quality/logits_rel_error", f.logits_rel_error, "ratio");
+  st.add_metric("quality/top1_agreement", f.top1_agreement, "ratio");
+  st.set_detail("quality.reference", check.reference_name());
+  st.set_detail("quality.positions",
+                fmt::format("{} ({} requests x {} positions after their {}-token contexts with the image tokens, the "
+                            "reference fed the tested model's greedy tokens)",
+                            f.positions, requests, positions, ctx.length()));
+}
+
 
 workload_decl pipeline_declaration() {
   workload_decl w;
@@ -396,6 +437,9 @@ workload_decl pipeline_declaration() {
       {"prompt", axis_kind::integer, "64", "text tokens per request", {}, 1, 1 << 20},
       {"output", axis_kind::integer, "32", "tokens generated per request (fixed: R10)", {}, 1, 1 << 20},
       {"source", axis_kind::string, "synthetic", "'synthetic' (generated JPEGs) or a folder of images", {}, 0, 0},
+      {"weights", axis_kind::string, "bf16",
+       "the language model's weights: bf16, or fp8_e4m3 (cuda; its quality against bf16 weights reported)",
+       {"bf16", "fp8_e4m3"}, 0, 0},
       {"residency", axis_kind::string, "resident",
        "resident: both models stay on the device; staged: each model's memory is taken, its weights loaded, and "
        "given back around its stage in every pass (cuda)",
@@ -484,6 +528,9 @@ void run_pipeline_cpu(case_state& st) {
                                    c.vision.name, c.language.name, needs / 1073741824.0,
                                    static_cast<double>(free) / 1073741824.0));
   if (c.gpu_decode) throw case_skipped("decode=gpu runs nvJPEG on a GPU: use the cuda backend, or decode=cpu");
+  if (c.language_weights != dtype::bf16)
+    throw case_skipped(fmt::format("weights={}: the pipeline's cpu backend runs bf16 weights; use the cuda backend",
+                                   llm::dtype_name(c.language_weights)));
   if (c.staged)
     throw case_skipped("residency=staged moves the models between the device's memory and the host's; the cpu backend "
                        "has one memory: use the cuda backend, or residency=resident");

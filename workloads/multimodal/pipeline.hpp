@@ -38,7 +38,9 @@
 #include "itera/core/workload.hpp"
 #include "workloads/llm/engine.hpp"
 #include "workloads/llm/model.hpp"
+#include "workloads/llm/quality.hpp"
 #include "workloads/multimodal/image_codec.hpp"
+#include "workloads/multimodal/context.hpp"
 #include "workloads/multimodal/loader.hpp"
 #include "workloads/multimodal/preprocess.hpp"
 #include "workloads/multimodal/vit_model.hpp"
@@ -63,6 +65,7 @@ struct pipeline_case {
   bool end_to_end = false;
   bool gpu_decode = false;      // decode with nvJPEG on the device (JPEG only), else the CPU pool
   std::string source = "synthetic";  // or a folder of images
+  llm::dtype language_weights = llm::dtype::bf16;  // bf16, or fp8_e4m3 (cuda)
   bool staged = false;               // residency=staged (else resident)
   std::string weights_from = "pinned";  // staged: "pinned" host memory or "disk"
   std::int64_t envelope_gib = 0;     // the memory the models may plan for; 0: the device's free memory
@@ -124,14 +127,42 @@ class model_stager {
   virtual void unload_language_model() = 0;
 };
 
+// Quality of the language model's weight precision (R6, R10), for cases whose weights are not the
+// reference's: after the timed loop, a model of the tested precision and one of the reference run
+// the batch's contexts with the image tokens of the last pass, the reference fed the tested
+// model's greedy tokens (llm/quality.hpp): "quality/logits_rel_error" and
+// "quality/top1_agreement" over min(output, 16) positions per request.
+class precision_check {
+ public:
+  virtual ~precision_check() = default;
+  virtual std::string reference_name() const = 0;
+  // A fresh model of `sequences` sequences of up to `context` tokens, the tested precision or the
+  // reference, whose prefill stages `rows` as the image rows of its prompts.
+  virtual std::unique_ptr<llm::logits_model> make(bool reference, const llm::embedding_rows& rows,
+                                                  std::int64_t sequences, std::int64_t context) = 0;
+};
+
+// What a case ran on: the good requests' contexts, the views they hold, the output length.
+struct pipeline_batch {
+  prepared_context ctx;
+  std::int64_t views = 0, requests = 0, output = 0;
+};
+
 // Runs one case: builds the set and the requests, declares the work, runs one cold pass, then
 // times the loop. The cold pass's per-stage host times become "latency/cold/<stage>", beside the
 // warm loop's mean host times per repetition, "latency/warm/<stage>" (what a first batch pays on
 // the host: kernel loading, plans, first touches; GPU stages' host times are their enqueueing);
 // "latency/cold/total" and "latency/warm/total" include waiting for the device.
 // With a stager, each pass stages the models (residency=staged); both start unloaded.
-void run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm,
-                  model_stager* stager = nullptr);
+pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side& vision, llm::engine& lm,
+                            model_stager* stager = nullptr);
+
+// The quality figures of `check` on the batch's contexts, the image tokens encoded again from the
+// vision side's kept input (loaded and unloaded around it when staged); when a model cannot be made
+// or run (it does not fit beside the others, say), the reason in "quality.not_measured": the
+// timings stand either way. Call it after the memory figures: it makes models of its own.
+void record_precision_quality(case_state& st, precision_check& check, const pipeline_batch& batch, vision_side& vision,
+                              model_stager* stager);
 
 workload_decl pipeline_declaration();
 void run_pipeline_cpu(case_state& st);

@@ -112,8 +112,49 @@ llm::engine_options language_options(const pipeline_case& c, std::int64_t batch)
   o.max_prompt = c.context_length();
   o.prefill_batch = batch;
   o.evictable = c.staged;
+  o.weights = c.language_weights;
   return o;
 }
+
+// A fresh cuda engine as a logits model whose prefill stages the image rows (precision_check).
+class image_prompt_logits final : public llm::logits_model {
+ public:
+  image_prompt_logits(std::unique_ptr<llm::cuda_engine> eng, const llm::embedding_rows& rows)
+      : m_eng(std::move(eng)), m_rows(rows) {}
+  std::int64_t sequences() const override { return m_eng->slots(); }
+  std::int64_t vocab() const override { return m_eng->config().vocab; }
+  std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt) override {
+    m_eng->stage_prompts(tokens);
+    m_eng->stage_embeddings(m_rows);
+    m_eng->prefill_staged(0, m_eng->slots(), prompt);
+    return m_eng->read_prefill_logits(m_eng->slots());
+  }
+  std::vector<float> step(std::span<const std::int32_t> tokens) override { return m_eng->decode_step(tokens); }
+
+ private:
+  std::unique_ptr<llm::cuda_engine> m_eng;
+  llm::embedding_rows m_rows;
+};
+
+// The case's weights against bf16 weights, both on this card, the same random weights (seed).
+class cuda_precision_check final : public precision_check {
+ public:
+  cuda_precision_check(backend& dev, const pipeline_case& c) : m_dev(dev), m_case(c) {}
+  std::string reference_name() const override { return "bf16 weights on the cuda engine"; }
+  std::unique_ptr<llm::logits_model> make(bool reference, const llm::embedding_rows& rows, std::int64_t sequences,
+                                          std::int64_t context) override {
+    llm::engine_options o;
+    o.batch = sequences;
+    o.max_context = context;
+    o.weights = reference ? llm::dtype::bf16 : m_case.language_weights;
+    return std::make_unique<image_prompt_logits>(
+        std::make_unique<llm::cuda_engine>(m_dev, m_case.language, m_case.seed, o), rows);
+  }
+
+ private:
+  backend& m_dev;
+  const pipeline_case& m_case;
+};
 
 // Both models' device memory at a batch, planned without allocating: what each keeps while the
 // other runs (staged) and the matrix-product workspace they share.
@@ -253,7 +294,7 @@ void run_pipeline_cuda(case_state& st) {
                                                                            : std::string("page-locked host memory")));
   }
   st.set_field("precision.vision", vision.precision_note());
-  run_pipeline(st, c, vision, lm, stager.get());
+  const pipeline_batch batch = run_pipeline(st, c, vision, lm, stager.get());
   lm.synchronize();
   if (stager && stager->max_cached_fraction() >= 0)
     st.add_metric("residency/disk_cached_fraction", stager->max_cached_fraction(), "ratio");
@@ -265,6 +306,11 @@ void run_pipeline_cuda(case_state& st) {
   st.add_metric("memory/engine/kv_cache", static_cast<double>(e.kv_cache), "B");
   st.add_metric("memory/engine/activations", static_cast<double>(e.activations), "B");
   st.add_metric("memory/measured_peak", static_cast<double>(tracker.peak() - baseline), "B");
+  // fp8 weights: their quality against bf16 weights, with engines of its own (after the memory).
+  if (c.language_weights != llm::dtype::bf16) {
+    cuda_precision_check quality(dev, c);
+    record_precision_quality(st, quality, batch, vision, stager.get());
+  }
 }
 
 }  // namespace itera::mm
