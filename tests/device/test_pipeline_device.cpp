@@ -29,15 +29,9 @@ class pipeline_device : public ::testing::Test {
     if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
   }
   static case_record run(axis_overrides extra) {
-    axis_overrides all = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"}, {"batch", "3"},
-                          {"prompt", "6"},     {"output", "8"}};
-    for (auto& e : extra) {
-      bool replaced = false;
-      for (auto& a : all)
-        if (a.first == e.first) a.second = e.second, replaced = true;
-      if (!replaced) all.push_back(e);
-    }
-    return test::run_single_case(builtin_workloads().get("multimodal"), all, "cuda");
+    const axis_overrides base = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"},
+                                 {"batch", "3"},      {"prompt", "6"},   {"output", "8"}};
+    return test::run_single_case(builtin_workloads().get("multimodal"), test::merged(base, extra), "cuda");
   }
   static double metric(const case_record& r, const std::string& name) {
     const auto* m = r.find_metric(name);

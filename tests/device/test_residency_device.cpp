@@ -193,15 +193,9 @@ TEST_F(residency_device, language_model_offloaded_and_restored_generates_the_sam
 TEST_F(residency_device, pipeline_staged_matches_resident_and_buys_a_larger_batch) {
   const auto& w = builtin_workloads().get("multimodal");
   const auto run = [&](axis_overrides extra) {
-    axis_overrides all = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"}, {"batch", "2"},
-                          {"prompt", "6"},     {"output", "4"},   {"loop", "end_to_end"}};
-    for (auto& e : extra) {
-      bool replaced = false;
-      for (auto& a : all)
-        if (a.first == e.first) a.second = e.second, replaced = true;
-      if (!replaced) all.push_back(e);
-    }
-    return test::run_single_case(w, all, "cuda");
+    const axis_overrides base = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"}, {"batch", "2"},
+                                 {"prompt", "6"},     {"output", "4"},   {"loop", "end_to_end"}};
+    return test::run_single_case(w, test::merged(base, extra), "cuda");
   };
   const auto generations = [](const case_record& r) {
     std::ifstream in(r.details.at("files.generations"));

@@ -26,15 +26,14 @@ namespace {
 namespace fs = std::filesystem;
 
 case_record run_pipeline_case(axis_overrides overrides) {
-  axis_overrides all = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"}, {"batch", "2"},
-                        {"prompt", "6"},     {"output", "3"}};
-  for (auto& o : overrides) {
-    bool replaced = false;
-    for (auto& a : all)
-      if (a.first == o.first) a.second = o.second, replaced = true;
-    if (!replaced) all.push_back(o);
-  }
-  return itera::test::run_single_case(builtin_workloads().get("multimodal"), all);
+  return itera::test::run_single_case(builtin_workloads().get("multimodal"),
+                                      itera::test::merged({{"encoder", "tiny"},
+                                                           {"model", "tiny"},
+                                                           {"resolution", "48"},
+                                                           {"batch", "2"},
+                                                           {"prompt", "6"},
+                                                           {"output", "3"}},
+                                                          overrides));
 }
 
 const stage_record* stage_of(const case_record& r, const std::string& path) {

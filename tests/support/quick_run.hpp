@@ -23,6 +23,17 @@ inline run_options quick_run_options() {
   return o;
 }
 
+// `base` with each of `extra` replacing the axis of the same name, or appended.
+inline axis_overrides merged(axis_overrides base, const axis_overrides& extra) {
+  for (const auto& e : extra) {
+    bool replaced = false;
+    for (auto& b : base)
+      if (b.first == e.first) b.second = e.second, replaced = true;
+    if (!replaced) base.push_back(e);
+  }
+  return base;
+}
+
 // The single case of `w` that `overrides` give (a test failure when they give several), run on
 // `backend` with quick_run_options().
 inline case_record run_single_case(const workload_decl& w, const axis_overrides& overrides,
