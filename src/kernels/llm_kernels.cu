@@ -1,7 +1,9 @@
 // Kernels of the llm cuda engine (llm_kernels.cuh) but the attention ones (llm_prefill_attention.cu,
 // llm_decode_attention.cu): embedding, norms, RoPE and the cache store, the general attention,
-// SwiGLU, argmax, the gemv (bf16 and fp8) and the fp8 conversions. Each is checked against the cpu
-// reference (tests/device/test_llm_device.cpp); docs/perf records what each change measured.
+// SwiGLU, argmax, the gemv (bf16 and fp8), the gemv fused with the norm or the SwiGLU before it,
+// and the fp8 conversions. Each is checked against the cpu reference (tests/device/
+// test_llm_device.cpp), the fused ones against the unfused pairs (test_llm_fused_gemv.cpp);
+// docs/perf records what each change measured.
 #include "src/kernels/llm_kernels.cuh"
 
 #include <cuda_bf16.h>
@@ -12,7 +14,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
+#include <tuple>
+#include <type_traits>
 
 #include "itera/cuda/check.hpp"
 #include "src/cuda/text.hpp"
@@ -62,6 +68,17 @@ __global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values
   for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) out[j] = __bfloat162float(in[j]);
 }
 
+// The formulas of rms_norm and swiglu, shared with the fused gemv kernels so both round alike.
+// rms_norm's scale from a row's sum of squares, and one element of its output.
+__device__ __forceinline__ float rms_scale(float sum_squares, std::int64_t hidden, float eps) {
+  return rsqrtf(sum_squares / static_cast<float>(hidden) + eps);
+}
+__device__ __forceinline__ bf16 rms_apply(float weight, float value, float scale) {
+  return __float2bfloat16_rn(weight * (value * scale));
+}
+// SwiGLU before its bf16 rounding: silu(g) * u.
+__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 constexpr int rms_threads = 512;
 constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers between the two passes
 
@@ -95,14 +112,13 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
       ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
     ss = block_sum(ss, scratch);
-    const float scale = rsqrtf(ss / static_cast<float>(hidden) + eps);
+    const float scale = rms_scale(ss, hidden, eps);
     const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(weight);
     auto* o2 = reinterpret_cast<__nv_bfloat162*>(o);
     const auto store = [&](std::int64_t c, const float4& v) {
       const float2 wa = __bfloat1622float2(w2[2 * c]), wb = __bfloat1622float2(w2[2 * c + 1]);
-      o2[2 * c] = __halves2bfloat162(__float2bfloat16_rn(wa.x * (v.x * scale)), __float2bfloat16_rn(wa.y * (v.y * scale)));
-      o2[2 * c + 1] =
-          __halves2bfloat162(__float2bfloat16_rn(wb.x * (v.z * scale)), __float2bfloat16_rn(wb.y * (v.w * scale)));
+      o2[2 * c] = __halves2bfloat162(rms_apply(wa.x, v.x, scale), rms_apply(wa.y, v.y, scale));
+      o2[2 * c + 1] = __halves2bfloat162(rms_apply(wb.x, v.z, scale), rms_apply(wb.y, v.w, scale));
     };
 #pragma unroll
     for (int k = 0; k < rms_cached; ++k) {
@@ -115,9 +131,8 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
   }
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) ss += in[i] * in[i];
   ss = block_sum(ss, scratch);
-  const float scale = rsqrtf(ss / static_cast<float>(hidden) + eps);
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
-    o[i] = __float2bfloat16_rn(__bfloat162float(weight[i]) * (in[i] * scale));
+  const float scale = rms_scale(ss, hidden, eps);
+  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = rms_apply(__bfloat162float(weight[i]), in[i], scale);
 }
 
 __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, std::int64_t t, std::int64_t per_seq,
@@ -227,7 +242,7 @@ __global__ void swiglu_kernel(const bf16* gate_up, bf16* act, std::int64_t rows,
     const std::int64_t t = idx / inter, i = idx % inter;
     const float g = __bfloat162float(gate_up[t * 2 * inter + i]);
     const float u = __bfloat162float(gate_up[t * 2 * inter + inter + i]);
-    act[idx] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
+    act[idx] = __float2bfloat16_rn(silu_times(g, u));
   }
 }
 
@@ -537,22 +552,25 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
 // Warps split K when the one-warp-per-R-rows grid is too small to keep enough bytes in flight:
 // the smallest power of two (at most 8) reaching gemv_target_warps, while each slice keeps at
 // least one full unrolled step. 1: the plain kernel.
-int gemv_split_for(int out_rows, int chunks) {
-  const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + gemv_rows_per_warp - 1) / gemv_rows_per_warp;
+// rows_per_warp and min_slice: those of the kernel (the fused down product's differ).
+int gemv_split_for(int out_rows, int chunks, int rows_per_warp = gemv_rows_per_warp, int min_slice = gemv_min_slice) {
+  const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + rows_per_warp - 1) / rows_per_warp;
   int split = 1;
   while (split < gemv_split_warps && warps * static_cast<std::uint64_t>(split) < gemv_target_warps &&
-         chunks / (2 * split) >= gemv_min_slice)
+         chunks / (2 * split) >= min_slice)
     split *= 2;
   return split;
 }
+
+// A split's slice: whole 32-chunk steps (every lane the same trip count), the last one shorter.
+int gemv_slice_for(int chunks, int split) { return ((chunks + split - 1) / split + 31) / 32 * 32; }
 
 template <class W, int T>
 void launch_gemv(const void* w, const float* scales, int out_rows, int chunks, const bf16* x, void* out, bool fp32_out,
                  float beta, cudaStream_t stream) {
   const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + gemv_rows_per_warp - 1) / gemv_rows_per_warp;
   if (const int split = gemv_split_for(out_rows, chunks); split > 1) {
-    // Slices of whole 32-chunk steps (every lane the same trip count), the last one shorter.
-    const int slice = ((chunks + split - 1) / split + 31) / 32 * 32;
+    const int slice = gemv_slice_for(chunks, split);
     const auto per_block = static_cast<std::uint64_t>(gemv_split_warps / split);
     const auto blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
     if (fp32_out)
@@ -578,6 +596,348 @@ void gemv_tokens(const void* w, const float* scales, int rows, int chunks, const
     case 2: launch_gemv<W, 2>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
     case 3: launch_gemv<W, 3>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
     default: launch_gemv<W, 4>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused gemv (llm_kernels.cuh: gemv_rms_norm, gemv_swiglu): the split kernel's layout (blocks of
+// gemv_split_warps warps, `split` of them per group of rows, each streaming one slice of K), the
+// input formed in the kernel instead of read from the bf16 buffer a small kernel wrote before it.
+
+// The rows of one warp from row0 (rows past the end read the last row, store nothing).
+template <int R>
+__device__ __forceinline__ void point_rows(const void* w, int chunks, int out_rows, int row0, const uint4* (&wr)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    wr[r] = static_cast<const uint4*>(w) + static_cast<std::size_t>(min(row0 + r, out_rows - 1)) * chunks;
+}
+
+// One step of weights: U chunks (32 apart) of each of the R rows.
+template <int R, int U>
+__device__ __forceinline__ void load_weights(uint4 (&wv)[U][R], const uint4* const (&wr)[R], int base, int cend) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = base + 32 * u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[u][r] = c < cend ? load_stream(wr[r] + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// acc[r][t] += w chunk c of row r . input chunk c of token t, each token's chunk formed once (by
+// xs.load<E>(t, c, f): E values widened to fp32) for the R rows. Per accumulator the same fmaf
+// sequence as gemv_chunk.
+template <class W, int R, int T, class X>
+__device__ __forceinline__ void fused_chunk(const uint4 (&wv)[R], const X& xs, int c, float (&acc)[R][T]) {
+  constexpr int E = W::per_chunk;
+  float xf[T][E];
+#pragma unroll
+  for (int t = 0; t < T; ++t) xs.template load<E>(t, c, xf[t]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float wf[E];
+    W::widen(wv[r], wf);
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int j = 0; j < E; ++j) acc[r][t] = fmaf(wf[j], xf[t][j], acc[r][t]);
+  }
+}
+
+// The end of a tile (groups x R rows from tile_row0): each warp's sums over its lanes, then with
+// split 1 stored by spread lanes (as gemv_kernel does), else added over the group's slices in
+// shared memory in slice order (as gemv_split_kernel does) and stored, the block in step after
+// (partial free again).
+template <int R, int T, bool F32>
+__device__ __forceinline__ void finish_tile(float (&acc)[R][T], float (*partial)[R * T], int split, int groups,
+                                            int tile_row0, int out_rows, const float* scales, void* out, float beta) {
+  constexpr int RT = R * T;
+  const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if (split == 1) {
+    const int row0 = tile_row0 + wib * R;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const int row = row0 + r;
+        if (lane != (r * T + t) % 32 || row >= out_rows) continue;
+        gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * (scales ? scales[row] : 1.0f),
+                        beta);
+      }
+    return;
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < T; ++t) partial[wib][r * T + t] = acc[r][t];
+  }
+  __syncthreads();
+  const int idx = static_cast<int>(threadIdx.x);
+  if (idx < groups * RT) {
+    const int g = idx / RT, k = idx % RT, r = k / T, t = k % T;
+    const int row = tile_row0 + g * R + r;
+    if (row < out_rows) {
+      float sum = partial[g * split][k];
+      for (int p = 1; p < split; ++p) sum += partial[g * split + p][k];
+      gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * (scales ? scales[row] : 1.0f), beta);
+    }
+  }
+  __syncthreads();
+}
+
+// The normalised rows staged in shared memory: [T][words] 16-byte chunks (8 bf16 each).
+struct x_staged {
+  const uint4* rows;
+  int words;
+  template <int E>
+  __device__ __forceinline__ void load(int t, int c, float* f) const {
+#pragma unroll
+    for (int h = 0; h < E / 8; ++h) unpack8(rows[t * words + c * (E / 8) + h], f + 8 * h);
+  }
+};
+
+// SwiGLU formed per chunk from gate_up [T][2 words] (16-byte chunks): act = bf16(silu(g) * u) with
+// g and u the same chunk of the token's gate and up halves, as swiglu_kernel rounds it.
+struct x_swiglu {
+  const uint4* gate_up;
+  int words;  // intermediate / 8
+  template <int E>
+  __device__ __forceinline__ void load(int t, int c, float* f) const {
+#pragma unroll
+    for (int h = 0; h < E / 8; ++h) {
+      const uint4* g4 = gate_up + static_cast<std::size_t>(t) * 2 * words + c * (E / 8) + h;
+      float g[8], u[8];
+      unpack8(__ldg(g4), g);
+      unpack8(__ldg(g4 + words), u);
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        const float2 a = __bfloat1622float2(__floats2bfloat162_rn(silu_times(g[j], u[j]), silu_times(g[j + 1], u[j + 1])));
+        f[8 * h + j] = a.x;
+        f[8 * h + j + 1] = a.y;
+      }
+    }
+  }
+};
+
+// rms_norm of T rows of x (fp32, token t at row t * in_stride + in_offset, `in` wide, 16-byte
+// aligned) into staged [T][in] bf16, by the whole block: per token the sum of squares (each thread
+// over its 8-wide chunks, then warps, then the block's warps in order: the order differs from
+// rms_norm_kernel's, so the scale may differ in its last bit), then rms_scale and rms_apply as
+// rms_norm_kernel rounds them. The caller synchronises before reading staged.
+template <int T>
+__device__ __forceinline__ void stage_rms_rows(const float* __restrict__ x, std::int64_t in_stride,
+                                               std::int64_t in_offset, const bf16* __restrict__ norm_weight, float eps,
+                                               int in, uint4* staged, float (*sums)[T]) {
+  const int words = in / 8;
+  const float4* rows[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) rows[t] = reinterpret_cast<const float4*>(x + (t * in_stride + in_offset) * in);
+  float ss[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) ss[t] = 0.0f;
+  const auto* weight4 = reinterpret_cast<const uint4*>(norm_weight);
+  for (int c = static_cast<int>(threadIdx.x); c < words; c += static_cast<int>(blockDim.x)) {
+    // The norm weight into L1 meanwhile (x is there after this pass): the second pass then waits
+    // on no L2 round trip.
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(weight4 + c));
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float4 a = __ldg(rows[t] + 2 * c), b = __ldg(rows[t] + 2 * c + 1);
+      ss[t] += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+    }
+  }
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int warps = static_cast<int>((blockDim.x + 31) >> 5);
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    ss[t] = warp_sum(ss[t]);
+    if (lane == 0) sums[warp][t] = ss[t];
+  }
+  __syncthreads();
+  float scale[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    float total = 0.0f;
+    for (int w = 0; w < warps; ++w) total += sums[w][t];
+    scale[t] = rms_scale(total, in, eps);
+  }
+  for (int c = static_cast<int>(threadIdx.x); c < words; c += static_cast<int>(blockDim.x)) {
+    float wf[8];
+    unpack8(__ldg(weight4 + c), wf);
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float4 a = __ldg(rows[t] + 2 * c), b = __ldg(rows[t] + 2 * c + 1);
+      const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      unsigned packed[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const __nv_bfloat162 p =
+            __halves2bfloat162(rms_apply(wf[2 * j], v[2 * j], scale[t]), rms_apply(wf[2 * j + 1], v[2 * j + 1], scale[t]));
+        packed[j] = *reinterpret_cast<const unsigned*>(&p);
+      }
+      staged[t * words + c] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+  }
+}
+
+// Persistent: gridDim.x <= tiles blocks (as many as stay resident), each normalising the T rows
+// once into shared memory, then taking tiles blockIdx.x, + gridDim.x, ... of groups x R rows. The
+// first step of weights is issued before the normalisation so that its DRAM latency overlaps it.
+// Per output the same products in the same order as gemv_split_kernel / gemv_kernel with the same
+// split: results equal to rms_norm + gemv but where a normalised element rounds differently.
+template <class W, int T, bool F32>
+__global__ void __launch_bounds__(gemv_split_threads)
+    gemv_rms_norm_kernel(const void* __restrict__ w, const float* __restrict__ scales, int out_rows, int chunks,
+                         int split, int slice, int tiles, const float* __restrict__ x, std::int64_t in_stride,
+                         std::int64_t in_offset, const bf16* __restrict__ norm_weight, float eps,
+                         void* __restrict__ out, float beta) {
+  constexpr int R = gemv_rows_per_warp, U = gemv_unroll, E = W::per_chunk;
+  extern __shared__ uint4 staged[];  // [T][in] bf16
+  __shared__ float partial[gemv_split_warps][R * T];
+  __shared__ float sums[gemv_split_warps][T];
+  const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
+  const int groups = gemv_split_warps / split, group = wib / split, part = wib % split;
+  const int cbeg = min(chunks, part * slice), cend = min(chunks, cbeg + slice);
+  const int in = chunks * E;
+  int tile = static_cast<int>(blockIdx.x);
+  const uint4* wr[R];
+  point_rows<R>(w, chunks, out_rows, (tile * groups + group) * R, wr);
+  uint4 wv[U][R];
+  load_weights<R, U>(wv, wr, cbeg + lane, cend);  // weights: written by no kernel before this one
+
+  grid_dependents_launch();
+  grid_dependency_wait();
+  stage_rms_rows<T>(x, in_stride, in_offset, norm_weight, eps, in, staged, sums);
+  __syncthreads();
+  const x_staged xs{staged, in / 8};
+  for (bool loaded = true; tile < tiles; tile += static_cast<int>(gridDim.x), loaded = false) {
+    if (!loaded) point_rows<R>(w, chunks, out_rows, (tile * groups + group) * R, wr);
+    float acc[R][T];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+    for (int base = cbeg + lane; base < cend; base += 32 * U) {
+      if (!loaded) load_weights<R, U>(wv, wr, base, cend);
+      loaded = false;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = base + 32 * u;
+        if (c < cend) fused_chunk<W, R, T>(wv[u], xs, c, acc);
+      }
+    }
+    finish_tile<R, T, F32>(acc, partial, split, groups, tile * groups * R, out_rows, scales, out, beta);
+  }
+}
+
+// One block per tile of groups x gemv_swiglu_rows rows: eight rows per warp and one chunk per row
+// per step (the same eight 16-byte weight loads in flight per lane as the gemv's 2 rows x 4
+// chunks), so that each activation a lane forms serves eight rows.
+//
+// Cost model (instruction counts of the PTX; no measurement yet). One activation is an expf (11
+// instructions and an ex2), a correctly rounded division (a reciprocal and about 8 more) and a
+// product: ~22 instructions, 2 of them MUFU. A warp forms the activations of its K slice for its
+// rows, so SwiGLU is repeated out_rows / R times. Per 4 KiB of weights a warp streams (one step:
+// 8 rows x 16 B x 32 lanes; about 256 SM clocks at 4 TB/s over 132 SMs, 1024 issue slots) the
+// product takes ~150 warp instructions and the activations ~200 per token per 8 values (bf16
+// weights) or 16 (fp8): bf16 at 1 token ~35% of the issue slots and 12% of the MUFU throughput, 2
+// tokens ~55%, 4 tokens ~100%; fp8 at 1 token ~70%. With the gemv's R = 2 the activations would
+// cost four times as much (~90% of the slots at 1 token). gemv_swiglu_pays draws the line.
+// 103 registers at 1 token (bf16, sm_90a build): two blocks (16 warps, 64 KiB of weights in
+// flight) per SM, where the gemv's split kernel has four.
+constexpr int gemv_swiglu_rows = 8;
+
+template <class W, int T, bool F32>
+__global__ void __launch_bounds__(gemv_split_threads)
+    gemv_swiglu_kernel(const void* __restrict__ w, const float* __restrict__ scales, int out_rows, int chunks,
+                       int split, int slice, const bf16* __restrict__ gate_up, void* __restrict__ out, float beta) {
+  constexpr int R = gemv_swiglu_rows, E = W::per_chunk;
+  __shared__ float partial[gemv_split_warps][R * T];
+  const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
+  const int groups = gemv_split_warps / split, group = wib / split, part = wib % split;
+  const int cbeg = min(chunks, part * slice), cend = min(chunks, cbeg + slice);
+  const int row0 = (static_cast<int>(blockIdx.x) * groups + group) * R;
+  // Row r at w0 + min(r, last) * chunks: offsets rather than eight pointers (registers).
+  const uint4* w0 = static_cast<const uint4*>(w) + static_cast<std::size_t>(min(row0, out_rows - 1)) * chunks;
+  const int last = max(0, out_rows - 1 - row0);
+  const x_swiglu xs{reinterpret_cast<const uint4*>(gate_up), chunks * E / 8};
+  float acc[R][T];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
+
+  grid_dependents_launch();
+  grid_dependency_wait();
+  for (int base = cbeg + lane; base < cend; base += 32) {
+    uint4 wv[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[r] = load_stream(w0 + min(r, last) * chunks + base);
+    fused_chunk<W, R, T>(wv, xs, base, acc);
+  }
+  finish_tile<R, T, F32>(acc, partial, split, groups, static_cast<int>(blockIdx.x) * groups * R, out_rows, scales, out,
+                         beta);
+}
+
+// Blocks of `kernel` (gemv_split_threads threads, `shared` dynamic bytes) resident at once on the
+// current device, asked once per (device, kernel, bytes).
+int resident_blocks(const void* kernel, std::size_t shared) {
+  static std::mutex known_mutex;
+  static std::map<std::tuple<int, const void*, std::size_t>, int> known;
+  int device = 0;
+  ITERA_CUDA_CHECK(cudaGetDevice(&device));
+  const auto key = std::make_tuple(device, kernel, shared);
+  const std::lock_guard lock(known_mutex);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int per_sm = 0;
+  ITERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, gemv_split_threads, shared));
+  const int blocks = std::max(1, per_sm) * device_multiprocessors();
+  known.emplace(key, blocks);
+  return blocks;
+}
+
+std::size_t rms_staged_bytes(std::int64_t tokens, std::int64_t in) {
+  return static_cast<std::size_t>(tokens * in) * sizeof(bf16);
+}
+
+template <class W, int T>
+void launch_gemv_rms_norm(const void* w, const float* scales, int out_rows, int chunks, const float* x,
+                          std::int64_t in_stride, std::int64_t in_offset, const bf16* norm_weight, float eps,
+                          void* out, bool fp32_out, float beta, cudaStream_t stream) {
+  const int split = gemv_split_for(out_rows, chunks), slice = gemv_slice_for(chunks, split);
+  const int tile_rows = gemv_split_warps / split * gemv_rows_per_warp;
+  const int tiles = (out_rows + tile_rows - 1) / tile_rows;
+  const std::size_t shared = rms_staged_bytes(T, static_cast<std::int64_t>(chunks) * W::per_chunk);
+  const auto kernel = fp32_out ? &gemv_rms_norm_kernel<W, T, true> : &gemv_rms_norm_kernel<W, T, false>;
+  const int blocks = std::min(tiles, resident_blocks(reinterpret_cast<const void*>(kernel), shared));
+  launch(kernel, static_cast<unsigned>(blocks), gemv_split_threads, shared, stream, w, scales, out_rows, chunks, split,
+         slice, tiles, x, in_stride, in_offset, norm_weight, eps, out, beta);
+}
+
+template <class W, int T>
+void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int chunks, const bf16* gate_up, void* out,
+                        bool fp32_out, float beta, cudaStream_t stream) {
+  // Slices of at least one step (32 chunks: U is 1).
+  const int split = gemv_split_for(out_rows, chunks, gemv_swiglu_rows, 32), slice = gemv_slice_for(chunks, split);
+  const auto tile_rows = static_cast<std::uint64_t>(gemv_split_warps / split * gemv_swiglu_rows);
+  const auto blocks = static_cast<unsigned>((static_cast<std::uint64_t>(out_rows) + tile_rows - 1) / tile_rows);
+  const auto kernel = fp32_out ? &gemv_swiglu_kernel<W, T, true> : &gemv_swiglu_kernel<W, T, false>;
+  launch(kernel, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split, slice, gate_up, out, beta);
+}
+
+// f(std::integral_constant<int, tokens>) for tokens 1..gemv_max_tokens.
+template <class F>
+void with_tokens(std::int64_t tokens, F&& f) {
+  static_assert(gemv_max_tokens == 4);
+  switch (tokens) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    default: f(std::integral_constant<int, 4>{}); break;
   }
 }
 
@@ -817,6 +1177,79 @@ void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows,
   check_gemv(out_rows, in, w, x, tokens, fp32_out, beta, true);
   gemv_tokens<w_fp8>(w, scales, static_cast<int>(out_rows), static_cast<int>(in / 16), x, tokens, out, fp32_out, beta,
                      stream);
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+bool gemv_rms_norm_supported(std::int64_t tokens, std::int64_t in, const void* w, const float* x,
+                             const bf16* norm_weight, bool fp8) {
+  return gemv_supported(tokens, in, w, x, fp8) && reinterpret_cast<std::uintptr_t>(norm_weight) % 16 == 0 &&
+         rms_staged_bytes(tokens, in) <= gemv_rms_norm_max_staged;
+}
+
+void prepare_gemv_rms_norm(std::int64_t tokens, std::int64_t in) {
+  if (tokens < 1 || tokens > gemv_max_tokens || in < 1 || rms_staged_bytes(tokens, in) > gemv_rms_norm_max_staged)
+    return;
+  const std::size_t shared = rms_staged_bytes(tokens, in);
+  with_tokens(tokens, [&](auto t) {
+    constexpr int T = decltype(t)::value;
+    for (const void* kernel : {reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_bf16, T, false>),
+                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_bf16, T, true>),
+                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_fp8, T, false>),
+                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_fp8, T, true>)})
+      (void)resident_blocks(kernel, shared);
+  });
+}
+
+void gemv_rms_norm(const void* w, const float* scales, std::int64_t out_rows, std::int64_t in, const float* x,
+                   std::int64_t in_stride, std::int64_t in_offset, const bf16* norm_weight, float eps,
+                   std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
+  const bool fp8 = scales != nullptr;
+  if (!gemv_rms_norm_supported(tokens, in, w, x, norm_weight, fp8))
+    throw std::invalid_argument(itera::cuda::cat(
+        "llm gemv_rms_norm: tokens ", tokens, " (1..", gemv_max_tokens, "), in ", in, " (a multiple of ", fp8 ? 16 : 8,
+        ", tokens x in x 2 bytes at most ", gemv_rms_norm_max_staged, ") and 16-byte aligned operands needed"));
+  if (out_rows < 1 || out_rows * tokens > INT32_MAX)
+    throw std::invalid_argument(itera::cuda::cat("llm gemv_rms_norm: ", out_rows, " output rows out of range"));
+  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv_rms_norm: bf16 output takes beta = 0 only");
+  const int chunks = static_cast<int>(in / (fp8 ? 16 : 8));
+  with_tokens(tokens, [&](auto t) {
+    constexpr int T = decltype(t)::value;
+    if (fp8)
+      launch_gemv_rms_norm<w_fp8, T>(w, scales, static_cast<int>(out_rows), chunks, x, in_stride, in_offset,
+                                     norm_weight, eps, out, fp32_out, beta, stream);
+    else
+      launch_gemv_rms_norm<w_bf16, T>(w, nullptr, static_cast<int>(out_rows), chunks, x, in_stride, in_offset,
+                                      norm_weight, eps, out, fp32_out, beta, stream);
+  });
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+bool gemv_swiglu_supported(std::int64_t tokens, std::int64_t intermediate, const void* w, const bf16* gate_up,
+                           bool fp8) {
+  // Each token's up half starts intermediate elements after its gate half: 16-byte aligned because
+  // gemv_supported asks intermediate % 8 == 0.
+  return gemv_supported(tokens, intermediate, w, gate_up, fp8) && 2 * intermediate / 8 <= INT32_MAX;
+}
+
+void gemv_swiglu(const void* w, const float* scales, std::int64_t out_rows, std::int64_t intermediate,
+                 const bf16* gate_up, std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
+  const bool fp8 = scales != nullptr;
+  if (!gemv_swiglu_supported(tokens, intermediate, w, gate_up, fp8))
+    throw std::invalid_argument(itera::cuda::cat("llm gemv_swiglu: tokens ", tokens, " (1..", gemv_max_tokens,
+                                                 "), intermediate ", intermediate, " (a multiple of ", fp8 ? 16 : 8,
+                                                 ") and 16-byte aligned operands needed"));
+  if (out_rows < 1 || out_rows * tokens > INT32_MAX)
+    throw std::invalid_argument(itera::cuda::cat("llm gemv_swiglu: ", out_rows, " output rows out of range"));
+  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv_swiglu: bf16 output takes beta = 0 only");
+  const int chunks = static_cast<int>(intermediate / (fp8 ? 16 : 8));
+  with_tokens(tokens, [&](auto t) {
+    constexpr int T = decltype(t)::value;
+    if (fp8)
+      launch_gemv_swiglu<w_fp8, T>(w, scales, static_cast<int>(out_rows), chunks, gate_up, out, fp32_out, beta, stream);
+    else
+      launch_gemv_swiglu<w_bf16, T>(w, nullptr, static_cast<int>(out_rows), chunks, gate_up, out, fp32_out, beta,
+                                    stream);
+  });
   ITERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -107,6 +107,47 @@ void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, 
 void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const bf16* x,
               std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
 
+// Fused decode products: the gemv above with its input formed in the kernel from what the small
+// kernel before it would have read, which then is not launched (each launch of a decode step at
+// batch 1 costs a few microseconds, mostly latency). w: bf16 [out_rows][in], or fp8 e4m3 codes
+// with one fp32 scale per row when scales is not null (in % 16 == 0); out, fp32_out and beta as in
+// gemv. Tokens 1..gemv_max_tokens; the results equal the unfused pair's up to the summation order.
+//
+// gemv_rms_norm: out = rms_norm(x) W^T for x fp32 [tokens] rows at t * in_stride + in_offset (as
+// rms_norm reads them; 16-byte aligned, in % 8 == 0), norm_weight bf16 [in]. Each block normalises
+// the rows once into shared memory (bf16, tokens x in x 2 bytes, at most gemv_rms_norm_max_staged:
+// what a block gets without opting in to more, which would need a per-kernel attribute set outside
+// stream capture; llama-3.1-8b's 4096 at 4 tokens is 32 KiB) and then runs the product over as many
+// tiles of rows as the grid, sized to stay resident, hands it. Rounds each element as rms_norm
+// does (bf16(w * (x * scale)), scale = rsqrt(mean square + eps)); the sum of squares is added in
+// another order, so a normalised element can differ from rms_norm's by one bf16 ulp, rarely. Same
+// split and per-output summation order as gemv: otherwise identical results.
+// prepare_gemv_rms_norm asks once (per device and shape) how many blocks stay resident, which a
+// launch otherwise asks the first time: call it before capturing a stream that launches them.
+constexpr std::int64_t gemv_rms_norm_max_staged = 47 * 1024;
+bool gemv_rms_norm_supported(std::int64_t tokens, std::int64_t in, const void* w, const float* x,
+                             const bf16* norm_weight, bool fp8);
+void prepare_gemv_rms_norm(std::int64_t tokens, std::int64_t in);
+void gemv_rms_norm(const void* w, const float* scales, std::int64_t out_rows, std::int64_t in, const float* x,
+                   std::int64_t in_stride, std::int64_t in_offset, const bf16* norm_weight, float eps,
+                   std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
+// gemv_swiglu: out = swiglu(gate_up) W^T, gate_up bf16 [tokens][2 intermediate] (gate | up, 16-byte
+// aligned, intermediate % 8 == 0), W [out_rows][intermediate]: each lane forms its 16-byte chunk
+// of act = bf16(silu(g) * u) from the same chunk of g and u in registers, rounded as swiglu does
+// (any intermediate: nothing is staged). Every warp forms the activations of its K slice for its
+// rows (eight rows per warp, against the gemv's two), so SwiGLU's work is repeated out_rows / 8
+// times: instructions that compete with the product's for issue slots. gemv_swiglu_pays: whether
+// that stays well under the slots a bandwidth-bound product leaves free (the cost model is in
+// llm_kernels.cu): bf16 weights up to 2 tokens; fp8 (twice the values per byte) not, measured.
+bool gemv_swiglu_supported(std::int64_t tokens, std::int64_t intermediate, const void* w, const bf16* gate_up,
+                           bool fp8);
+// Measured on the H200 (llama-3.1-8b decode step, CUDA graph, 2026-11-30): bf16 at 1 row the
+// down product with SwiGLU formed in it took 969 us a step against 967 + 40 for swiglu then gemv;
+// at 2 rows the step 4.717 against 4.740 ms; fp8 at 1 row 721 us against 603 + 40: not fused.
+constexpr bool gemv_swiglu_pays(std::int64_t tokens, bool fp8) { return !fp8 && tokens <= 2; }
+void gemv_swiglu(const void* w, const float* scales, std::int64_t out_rows, std::int64_t intermediate,
+                 const bf16* gate_up, std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
+
 // fp8 weights generated on the device (weights.hpp: round_tensor): row r of a [rows][cols] tensor
 // of init values (bf16-rounded) becomes scales[r] = fp8_row_scale(max |row|) and codes[r][i] =
 // e4m3(value / scale), as the host quantises them.

@@ -410,6 +410,90 @@ struct cuda_engine::impl {
                                       dev.lt_workspace_size(), dev.stream()));
   }
 
+  // The decode step's fused products (k::gemv_rms_norm, k::gemv_swiglu), where the gemv runs the
+  // product. The launches they remove took 164 us (65 norms, one block each at batch 1, ~2.5 us of
+  // latency) and 39 us (32 swiglu) of device time in a 4.41 ms step (llama-3.1-8b, bf16, batch 1,
+  // CUDA graph; docs/perf/2026-11-29-h200-llm-scenarios.md), plus the gap each kernel boundary
+  // costs in the graph. What comes back: in each fused norm product, one L2 round trip for x, a
+  // block reduction and a shared-memory pass (~1 us) before the first weights arrive from DRAM
+  // (issued before it, so mostly hidden); in each down product, SwiGLU recomputed per group of
+  // eight rows (~35% of its issue slots at 1 row) and two resident blocks per SM instead of four.
+  // Predicted, to be measured on the H200: the batch-1 step 0.15-0.25 ms shorter (4.41 -> ~4.2 ms),
+  // most of it from the norms; the down stage may read a few percent slower than before.
+  //
+  // ITERA_LLM_FUSED_GEMV: unset or 1, fused where the kernels take the shape (SwiGLU only where
+  // k::gemv_swiglu_pays); 0, the unfused kernels everywhere; all, SwiGLU fused at every row count
+  // the gemv takes (measurements of that line).
+  enum class fusion { off, on, all };
+  static fusion fused_gemv() {
+    static const fusion chosen = [] {
+      const char* v = std::getenv("ITERA_LLM_FUSED_GEMV");
+      const std::string_view value = v ? v : "";
+      if (value.empty() || value == "1") return fusion::on;
+      if (value == "0") return fusion::off;
+      if (value == "all") return fusion::all;
+      throw usage_error(cat("ITERA_LLM_FUSED_GEMV='", value, "': choose 1 (default), 0 (no fused kernels) or all"));
+    }();
+    return chosen;
+  }
+  // rms_norm fused into the product of n rows with w (in = hidden).
+  bool fuse_norm(std::int64_t n, const matrix& w, const bf16* norm_w) const {
+    return fused_gemv() != fusion::off && small(n, c.hidden, w, h.as<bf16>()) &&
+           k::gemv_rms_norm_supported(n, c.hidden, w.w, x.as<float>(), norm_w, w.scales != nullptr);
+  }
+  // swiglu fused into the down product of n rows.
+  bool fuse_swiglu(std::int64_t n, const matrix& w) const {
+    const fusion f = fused_gemv();
+    return f != fusion::off && small(n, c.intermediate, w, act.as<bf16>()) &&
+           (f == fusion::all || k::gemv_swiglu_pays(n, w.scales != nullptr)) &&
+           k::gemv_swiglu_supported(n, c.intermediate, w.w, gate_up.as<bf16>(), w.scales != nullptr);
+  }
+
+  // out[n][m] = rms_norm(x row t * in_stride + in_offset, norm_w) W^T (beta 0). Fused: one kernel in
+  // product_scope, which then declares the norm's weight bytes too; otherwise rms_norm into h in
+  // norm_scope, then the product in product_scope.
+  void norm_product(stage_recorder* rec, std::string_view norm_scope, std::string_view product_scope,
+                    const bf16* norm_w, std::int64_t in_stride, std::int64_t in_offset, std::int64_t n,
+                    const matrix& w, std::int64_t m, double product_bytes, void* out, bool fp32_out) {
+    const cudaStream_t s = dev.stream();
+    const auto eps = static_cast<float>(c.rms_norm_eps);
+    const double norm_bytes = 2.0 * static_cast<double>(c.hidden);
+    if (fuse_norm(n, w, norm_w)) {
+      stage st(rec, product_scope);
+      st.read(product_bytes + norm_bytes);
+      k::gemv_rms_norm(w.w, w.scales, m, c.hidden, x.as<float>(), in_stride, in_offset, norm_w, eps, n, out, fp32_out,
+                       0.0f, s);
+      return;
+    }
+    {
+      stage st(rec, norm_scope);
+      st.read(norm_bytes);
+      k::rms_norm(x.as<float>(), in_stride, in_offset, norm_w, h.as<bf16>(), n, c.hidden, eps, s);
+    }
+    stage st(rec, product_scope);
+    st.read(product_bytes);
+    gemm(w, m, c.hidden, h.as<bf16>(), n, out, fp32_out, 0.0f);
+  }
+
+  // x[n][hidden] += swiglu(gate_up) Wdown^T. Fused: one kernel in the "down" scope; otherwise
+  // swiglu into act in the "swiglu" scope, then the product.
+  void swiglu_down(stage_recorder* rec, std::int64_t n, const matrix& w, double product_bytes) {
+    const cudaStream_t s = dev.stream();
+    if (fuse_swiglu(n, w)) {
+      stage st(rec, "down");
+      st.read(product_bytes);
+      k::gemv_swiglu(w.w, w.scales, c.hidden, c.intermediate, gate_up.as<bf16>(), n, x.data(), true, 1.0f, s);
+      return;
+    }
+    {
+      stage st(rec, "swiglu");
+      k::swiglu(gate_up.as<bf16>(), act.as<bf16>(), n, c.intermediate, s);
+    }
+    stage st(rec, "down");
+    st.read(product_bytes);
+    gemm(w, c.hidden, c.intermediate, act.as<bf16>(), n, x.data(), true, 1.0f);
+  }
+
   // The cache of layer l.
   bf16* cache_at(const device_buffer& cache, std::int64_t l) const {
     return cache.as<bf16>() + l * o.batch * c.kv_heads * o.max_context * c.head_dim;
@@ -426,7 +510,6 @@ struct cuda_engine::impl {
                stage_recorder* rec = nullptr) {
     const cudaStream_t s = dev.stream();
     const std::int64_t rows = nseq * rows_per_seq, hidden = c.hidden, inter = c.intermediate;
-    const auto eps = static_cast<float>(c.rms_norm_eps);
     const auto wbytes = [](std::int64_t elements) { return 2.0 * static_cast<double>(elements); };  // bf16
     // A projection's bytes as stored: fp8 codes and one fp32 scale per row, or bf16.
     const auto pbytes = [&](std::int64_t rows_out, std::int64_t cols) {
@@ -451,16 +534,9 @@ struct cuda_engine::impl {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
       {
         stage block(rec, "attention_block");
-        {
-          stage st(rec, "norm");
-          st.read(wbytes(hidden));
-          k::rms_norm(x.as<float>(), 1, 0, w_at(lo.input_norm), h.as<bf16>(), rows, hidden, eps, s);
-        }
-        {
-          stage st(rec, "qkv");
-          st.read(pbytes(qkv_width, hidden));
-          gemm(projection(lo.wqkv, lo.sqkv), qkv_width, hidden, h.as<bf16>(), rows, qkv.data(), false, 0.0f);
-        }
+        norm_product(rec, "norm", "qkv", w_at(lo.input_norm), 1, 0, rows, projection(lo.wqkv, lo.sqkv), qkv_width,
+                     pbytes(qkv_width, hidden), qkv.data(), false);
+
         {
           stage st(rec, "rope");
           if (c.attention_bias) st.read(wbytes(qkv_width));
@@ -480,42 +556,17 @@ struct cuda_engine::impl {
         }
       }
       stage block(rec, "mlp_block");
-      {
-        stage st(rec, "norm");
-        st.read(wbytes(hidden));
-        k::rms_norm(x.as<float>(), 1, 0, w_at(lo.post_norm), h.as<bf16>(), rows, hidden, eps, s);
-      }
-      {
-        stage st(rec, "gate_up");
-        st.read(pbytes(2 * inter, hidden));
-        gemm(projection(lo.wgu, lo.sgu), 2 * inter, hidden, h.as<bf16>(), rows, gate_up.data(), false, 0.0f);
-      }
-      {
-        stage st(rec, "swiglu");
-        k::swiglu(gate_up.as<bf16>(), act.as<bf16>(), rows, inter, s);
-      }
-      {
-        stage st(rec, "down");
-        st.read(pbytes(hidden, inter));
-        gemm(projection(lo.wdown, lo.sdown), hidden, inter, act.as<bf16>(), rows, x.data(), true, 1.0f);
-      }
+      norm_product(rec, "norm", "gate_up", w_at(lo.post_norm), 1, 0, rows, projection(lo.wgu, lo.sgu), 2 * inter,
+                   pbytes(2 * inter, hidden), gate_up.data(), false);
+      swiglu_down(rec, rows, projection(lo.wdown, lo.sdown), pbytes(hidden, inter));
     }
     auto* out_ids = next.as<std::int32_t>() + first;
     const std::int64_t head_rows = all ? rows : nseq;
     {
+      // The logits of every row (all) or of each sequence's last row.
       stage block(rec, "lm_head_block");
-      {
-        stage st(rec, "final_norm");
-        st.read(wbytes(hidden));
-        if (all)
-          k::rms_norm(x.as<float>(), 1, 0, w_at(off_final_norm), h.as<bf16>(), rows, hidden, eps, s);
-        else
-          k::rms_norm(x.as<float>(), rows_per_seq, rows_per_seq - 1, w_at(off_final_norm), h.as<bf16>(), nseq,
-                      hidden, eps, s);
-      }
-      stage st(rec, "lm_head");
-      st.read(wbytes(c.vocab * hidden));
-      gemm(bf16_matrix(off_lm_head), c.vocab, hidden, h.as<bf16>(), head_rows, logits.data(), true, 0.0f);
+      norm_product(rec, "final_norm", "lm_head", w_at(off_final_norm), all ? 1 : rows_per_seq, all ? 0 : rows_per_seq - 1,
+                   head_rows, bf16_matrix(off_lm_head), c.vocab, wbytes(c.vocab * hidden), logits.data(), true);
     }
     {
       stage st(rec, "argmax");
@@ -632,6 +683,7 @@ struct cuda_engine::impl {
         {c.vocab, c.hidden, true, h.as<bf16>(), bf16_matrix(off_lm_head)}};
     for (const auto& [m, kk, fp32, in, w] : products)
       if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32, w.scales && fp8_mma);
+    k::prepare_gemv_rms_norm(rows, c.hidden);  // its grid's size, asked here rather than under capture
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -949,6 +1001,167 @@ std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std:
     for (std::size_t i = 0; i < out_count; ++i) out[i] = gemm::numeric::bf16_to_float(bits[i]);
   }
   return out;
+}
+
+namespace {
+
+// A small_weights on the device, checked against its shape.
+struct device_weights {
+  device_buffer w, scales;
+  bool fp8() const { return scales.bytes() > 0; }
+};
+
+device_weights upload_weights(cuda_backend& dev, const small_weights& w, std::int64_t out_rows, std::int64_t in,
+                              const char* who) {
+  const auto elements = static_cast<std::size_t>(out_rows * in);
+  device_weights d;
+  const cudaStream_t s = dev.stream();
+  if (!w.bf16.empty()) {
+    if (w.bf16.size() != elements || !w.fp8_codes.empty())
+      throw usage_error(cat(who, ": ", w.bf16.size(), " bf16 weights for ", out_rows, " x ", in,
+                            " (give bf16 weights or fp8 codes with scales, not both)"));
+    d.w = dev.allocate(w.bf16.size_bytes());
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(d.w.data(), w.bf16.data(), w.bf16.size_bytes(), cudaMemcpyHostToDevice, s));
+    return d;
+  }
+  if (w.fp8_codes.size() != elements || w.fp8_scales.size() != static_cast<std::size_t>(out_rows))
+    throw usage_error(cat(who, ": ", w.fp8_codes.size(), " fp8 codes and ", w.fp8_scales.size(), " scales for ",
+                          out_rows, " x ", in, " (one scale per row)"));
+  d.w = dev.allocate(w.fp8_codes.size_bytes());
+  d.scales = dev.allocate(w.fp8_scales.size_bytes());
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(d.w.data(), w.fp8_codes.data(), w.fp8_codes.size_bytes(), cudaMemcpyHostToDevice, s));
+  ITERA_CUDA_CHECK(
+      cudaMemcpyAsync(d.scales.data(), w.fp8_scales.data(), w.fp8_scales.size_bytes(), cudaMemcpyHostToDevice, s));
+  return d;
+}
+
+// The product the engine's gemm() runs at these rows: the gemv, bf16 or fp8.
+void run_gemv(const device_weights& w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens,
+              void* out, bool fp32_out, float beta, cudaStream_t s) {
+  if (w.fp8())
+    k::gemv_fp8(w.w.as<std::uint8_t>(), w.scales.as<float>(), out_rows, in, x, tokens, out, fp32_out, beta, s);
+  else
+    k::gemv(w.w.as<bf16>(), out_rows, in, x, tokens, out, fp32_out, beta, s);
+}
+
+// The output buffer of a small product, reset before each run (NaN, or the initial values), and
+// read back widened to fp32.
+struct small_output {
+  cuda_backend& dev;
+  device_buffer buffer;
+  std::span<const float> init;
+  bool fp32 = true;
+  std::size_t count = 0;
+
+  small_output(cuda_backend& d, std::size_t n, bool fp32_out, std::span<const float> out_init, const char* who)
+      : dev(d), buffer(d.allocate(n * (fp32_out ? 4 : 2))), init(out_init), fp32(fp32_out), count(n) {
+    if (!init.empty() && (!fp32 || init.size() != count))
+      throw usage_error(cat(who, ": an initial output needs fp32 output of the full size"));
+  }
+  float beta() const { return init.empty() ? 0.0f : 1.0f; }
+  void reset() {
+    if (init.empty())
+      ITERA_CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0xff, buffer.bytes(), dev.stream()));  // NaN in fp32 and bf16
+    else
+      ITERA_CUDA_CHECK(cudaMemcpyAsync(buffer.data(), init.data(), init.size_bytes(), cudaMemcpyHostToDevice,
+                                       dev.stream()));
+  }
+  std::vector<float> read() {
+    std::vector<float> out(count);
+    if (fp32) {
+      ITERA_CUDA_CHECK(cudaMemcpyAsync(out.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost, dev.stream()));
+      ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+      return out;
+    }
+    std::vector<std::uint16_t> bits(count);
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(bits.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost, dev.stream()));
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+    for (std::size_t i = 0; i < count; ++i) out[i] = gemm::numeric::bf16_to_float(bits[i]);
+    return out;
+  }
+};
+
+void check_tokens(std::int64_t tokens, const char* who) {
+  if (tokens < 1 || tokens > k::gemv_max_tokens)
+    throw usage_error(cat(who, ": ", tokens, " tokens; the gemv takes 1..", k::gemv_max_tokens));
+}
+
+}  // namespace
+
+fused_product_check small_gemm_rms_norm(backend& d, const small_weights& w, std::int64_t out_rows, std::int64_t in,
+                                        std::span<const float> x, std::int64_t in_stride, std::int64_t in_offset,
+                                        std::span<const std::uint16_t> norm_weight, float eps, std::int64_t tokens,
+                                        bool fp32_out, std::span<const float> out_init) {
+  constexpr const char* who = "llm small_gemm_rms_norm";
+  cuda_backend& dev = cuda::as_cuda(d);
+  check_tokens(tokens, who);
+  if (in_stride < 1 || in_offset < 0 ||
+      static_cast<std::int64_t>(x.size()) < ((tokens - 1) * in_stride + in_offset + 1) * in)
+    throw usage_error(cat(who, ": ", x.size(), " inputs hold no ", tokens, " rows of ", in, " at stride ", in_stride,
+                          " and offset ", in_offset));
+  if (static_cast<std::int64_t>(norm_weight.size()) != in)
+    throw usage_error(cat(who, ": ", norm_weight.size(), " norm weights for rows of ", in));
+  dev.make_current();
+  const cudaStream_t s = dev.stream();
+  const device_weights dw = upload_weights(dev, w, out_rows, in, who);
+  device_buffer dx = dev.allocate(x.size_bytes()), dnorm = dev.allocate(norm_weight.size_bytes());
+  device_buffer dh = dev.allocate(static_cast<std::uint64_t>(tokens * in) * 2);
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.data(), x.size_bytes(), cudaMemcpyHostToDevice, s));
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(dnorm.data(), norm_weight.data(), norm_weight.size_bytes(), cudaMemcpyHostToDevice, s));
+  small_output out(dev, static_cast<std::size_t>(out_rows * tokens), fp32_out, out_init, who);
+  const auto unfused = [&] {
+    out.reset();
+    k::rms_norm(dx.as<float>(), in_stride, in_offset, dnorm.as<bf16>(), dh.as<bf16>(), tokens, in, eps, s);
+    run_gemv(dw, out_rows, in, dh.as<bf16>(), tokens, out.buffer.data(), fp32_out, out.beta(), s);
+    return out.read();
+  };
+  fused_product_check r;
+  r.unfused = unfused();
+  r.fused_kernel = k::gemv_rms_norm_supported(tokens, in, dw.w.data(), dx.as<float>(), dnorm.as<bf16>(), dw.fp8());
+  if (!r.fused_kernel) {
+    r.fused = unfused();
+    return r;
+  }
+  out.reset();
+  k::gemv_rms_norm(dw.w.data(), dw.fp8() ? dw.scales.as<float>() : nullptr, out_rows, in, dx.as<float>(), in_stride,
+                   in_offset, dnorm.as<bf16>(), eps, tokens, out.buffer.data(), fp32_out, out.beta(), s);
+  r.fused = out.read();
+  return r;
+}
+
+fused_product_check small_gemm_swiglu(backend& d, const small_weights& w, std::int64_t out_rows,
+                                      std::int64_t intermediate, std::span<const std::uint16_t> gate_up,
+                                      std::int64_t tokens, bool fp32_out, std::span<const float> out_init) {
+  constexpr const char* who = "llm small_gemm_swiglu";
+  cuda_backend& dev = cuda::as_cuda(d);
+  check_tokens(tokens, who);
+  if (static_cast<std::int64_t>(gate_up.size()) != tokens * 2 * intermediate)
+    throw usage_error(cat(who, ": ", gate_up.size(), " gate/up values for ", tokens, " tokens of 2 x ", intermediate));
+  dev.make_current();
+  const cudaStream_t s = dev.stream();
+  const device_weights dw = upload_weights(dev, w, out_rows, intermediate, who);
+  device_buffer dgu = dev.allocate(gate_up.size_bytes());
+  device_buffer dact = dev.allocate(static_cast<std::uint64_t>(tokens * intermediate) * 2);
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(dgu.data(), gate_up.data(), gate_up.size_bytes(), cudaMemcpyHostToDevice, s));
+  small_output out(dev, static_cast<std::size_t>(out_rows * tokens), fp32_out, out_init, who);
+  const auto unfused = [&] {
+    out.reset();
+    k::swiglu(dgu.as<bf16>(), dact.as<bf16>(), tokens, intermediate, s);
+    run_gemv(dw, out_rows, intermediate, dact.as<bf16>(), tokens, out.buffer.data(), fp32_out, out.beta(), s);
+    return out.read();
+  };
+  fused_product_check r;
+  r.unfused = unfused();
+  r.fused_kernel = k::gemv_swiglu_supported(tokens, intermediate, dw.w.data(), dgu.as<bf16>(), dw.fp8());
+  if (!r.fused_kernel) {
+    r.fused = unfused();
+    return r;
+  }
+  out.reset();
+  k::gemv_swiglu(dw.w.data(), dw.fp8() ? dw.scales.as<float>() : nullptr, out_rows, intermediate, dgu.as<bf16>(), tokens,
+                 out.buffer.data(), fp32_out, out.beta(), s);
+  r.fused = out.read();
+  return r;
 }
 
 }  // namespace itera::llm

@@ -10,6 +10,8 @@
 //               a = attention(q, cache) (bf16) ; x += a Wo^T (cuBLASLt, fp32 output, beta = 1)
 //               h = rmsnorm(x) ; gu = h Wgu^T (Wgu = [gate; up]) ; m = silu(g) * u ; x += m Wdown^T
 //   logits (fp32) = rmsnorm(x) Wlm^T (rows needed only) ; next = argmax per sequence
+// At decode sizes (the gemv's rows) each rmsnorm runs inside the product after it and silu(g) * u
+// inside the down product (llm_kernels.cuh: gemv_rms_norm, gemv_swiglu), with the same roundings.
 //
 // Per-step state lives on the device: each sequence's length (the position its next token takes)
 // and the token ids. decode_device() reads the ids there, writes the argmax back there and advances
@@ -58,6 +60,34 @@ struct engine_options {
 std::vector<float> small_gemm(backend& dev, std::span<const std::uint16_t> w, std::int64_t out_rows, std::int64_t in,
                               std::span<const std::uint16_t> x, std::int64_t tokens, bool fp32_out,
                               std::span<const float> out_init = {});
+
+// The decode step's fused products (at most gemv_max_tokens rows, llm_kernels.cuh: gemv_rms_norm,
+// gemv_swiglu), alone, for tests: each runs the fused kernel and the unfused pair it replaces on
+// the same inputs (outputs poisoned with NaN before each run) and returns both outputs widened to
+// fp32, out[t * out_rows + o], plus out_init[...] when fp32_out and out_init is not empty (beta 1).
+// fused_kernel: whether the fused kernel took the shape (when not, `fused` is the unfused pair's).
+struct fused_product_check {
+  std::vector<float> fused, unfused;
+  bool fused_kernel = false;
+};
+// A projection as the gemv reads it: bf16 bits [out_rows][in], or (bf16 empty) fp8 e4m3 codes
+// [out_rows][in] with one fp32 scale per row.
+struct small_weights {
+  std::span<const std::uint16_t> bf16;
+  std::span<const std::uint8_t> fp8_codes;
+  std::span<const float> fp8_scales;
+};
+// rms_norm then the product: x fp32 rows, token t at row t * in_stride + in_offset, each `in` wide;
+// norm_weight bf16 bits [in]. gemv_rms_norm against rms_norm + gemv.
+fused_product_check small_gemm_rms_norm(backend& dev, const small_weights& w, std::int64_t out_rows, std::int64_t in,
+                                        std::span<const float> x, std::int64_t in_stride, std::int64_t in_offset,
+                                        std::span<const std::uint16_t> norm_weight, float eps, std::int64_t tokens,
+                                        bool fp32_out, std::span<const float> out_init = {});
+// SwiGLU then the product: gate_up bf16 bits [tokens][2 intermediate] (gate | up). gemv_swiglu
+// against swiglu + gemv.
+fused_product_check small_gemm_swiglu(backend& dev, const small_weights& w, std::int64_t out_rows,
+                                      std::int64_t intermediate, std::span<const std::uint16_t> gate_up,
+                                      std::int64_t tokens, bool fp32_out, std::span<const float> out_init = {});
 
 class cuda_engine final : public engine {
  public:
@@ -129,7 +159,10 @@ class cuda_engine final : public engine {
   // without a graph. With a recorder, each part of the step (embed, attention_block/{norm, qkv,
   // rope, attention, o_proj}, mlp_block/{norm, gate_up, swiglu, down}, lm_head_block/{final_norm,
   // lm_head}, argmax) opens a scope in it that declares the weight bytes it reads (attention: the
-  // cache bytes); the recorder's own cost, two clock reads per scope, lands in the step.
+  // cache bytes); the recorder's own cost, two clock reads per scope, lands in the step. Where the
+  // gemv runs the products (at most gemv_max_tokens slots), the norms run inside qkv, gate_up and
+  // lm_head and SwiGLU inside down (at 1-2 slots with bf16 weights, 1 with fp8): then there is no
+  // norm, final_norm or swiglu scope, and the product's scope declares the norm weight's bytes.
   void decode_device(stage_recorder* recorder = nullptr);
   // decode(slots()): the same work as one graph launch.
   void decode_graph();

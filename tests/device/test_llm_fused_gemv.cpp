@@ -1,0 +1,310 @@
+// The decode step's fused products (llm_kernels.cuh: gemv_rms_norm, gemv_swiglu) against the
+// unfused pairs they replace (rms_norm + gemv, swiglu + gemv) on random data, 1-4 tokens, bf16 and
+// fp8 weights; then the engine at batch 1, where every fused path runs, against the cpu reference,
+// with the stage scopes the fusion leaves.
+//
+// Tolerances (normalised error ||fused - unfused|| / ||unfused||, per case).
+// - rms_norm: the fused kernel rounds each normalised element as rms_norm does but adds the sum of
+//   squares in another order, so the scale can differ in its last bit and an element lying within
+//   that of a bf16 rounding boundary rounds the other way (one bf16 ulp, 2^-8 relative): expected
+//   well under one such element per case. The product then runs in the same order as the gemv, so
+//   fp32 outputs are otherwise identical. One flipped element of a row of `in` moves that token's
+//   outputs by about 2^-8 / sqrt(in) (1.2e-4 at in = 1040): 3e-4 allows two, while a kernel that
+//   skipped the bf16 rounding of the normalised row would show ~1e-3, and a wrong element, row,
+//   token or scale errors of order 1. bf16 outputs: a flipped element can move an output across its
+//   own rounding boundary (one ulp, 2^-8): 2e-3.
+// - swiglu: the activations are the same bits (the same expression, rounded to bf16 alike); the
+//   products add in another order (8 rows per warp, other K slices): fp32 outputs differ by
+//   accumulation rounding, ~1e-7 normalised; 1e-5 leaves two orders and catches unrounded
+//   activations (~1e-3). bf16 outputs: 2e-3 as above.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "itera/core/errors.hpp"
+#include "itera/core/recorder.hpp"
+#include "workloads/gemm/numeric.hpp"
+#include "workloads/llm/llm_cpu.hpp"
+#include "workloads/llm/model.hpp"
+#include "workloads/llm/weights.hpp"
+
+#if ITERA_WITH_CUDA
+#include "itera/cuda/cuda_backend.hpp"
+#include "workloads/llm/llm_cuda.hpp"
+#endif
+
+namespace {
+
+#if !ITERA_WITH_CUDA
+
+TEST(llm_fused_gemv, matches_unfused_pairs) { GTEST_SKIP() << "built without the cuda backend"; }
+
+#else
+
+using namespace itera::llm;
+using itera::gemm::numeric::float_to_bf16;
+
+constexpr double norm_fp32_tolerance = 3e-4, swiglu_fp32_tolerance = 1e-5, bf16_out_tolerance = 2e-3;
+
+// Random values, never zero: splitmix64 (fast enough for the 10^8 weights below).
+class random_source {
+ public:
+  explicit random_source(std::uint64_t seed) : m_state(seed) {}
+  // Uniform in [-1, 1), away from 0 by at least 2^-12.
+  float symmetric() {
+    const float u = static_cast<float>(next() >> 40) * 0x1p-24f;  // [0, 1)
+    const float magnitude = std::max(u, 0x1p-12f);
+    return (next() & 1) ? magnitude : -magnitude;
+  }
+  float between(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(next() >> 40) * 0x1p-24f; }
+  std::uint64_t next() {
+    std::uint64_t z = (m_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  std::uint64_t m_state;
+};
+
+std::vector<std::uint16_t> bf16_values(random_source& rng, std::size_t n, float scale) {
+  std::vector<std::uint16_t> v(n);
+  for (auto& b : v) b = float_to_bf16(scale * rng.symmetric());
+  return v;
+}
+
+// A weight matrix in both storages the gemv reads.
+struct test_weights {
+  std::vector<std::uint16_t> bf16;
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  small_weights view(bool fp8) const {
+    return fp8 ? small_weights{{}, codes, scales} : small_weights{bf16, {}, {}};
+  }
+};
+
+test_weights make_weights(random_source& rng, std::int64_t rows, std::int64_t in) {
+  test_weights w;
+  const auto n = static_cast<std::size_t>(rows * in);
+  w.bf16 = bf16_values(rng, n, 1.0f);
+  w.codes.resize(n);
+  for (auto& c : w.codes) {
+    // Any e4m3 code but zero (0x00, 0x80) and NaN (0x7f, 0xff).
+    do c = static_cast<std::uint8_t>(rng.next() >> 56);
+    while ((c & 0x7f) == 0 || (c & 0x7f) == 0x7f);
+  }
+  w.scales.resize(static_cast<std::size_t>(rows));
+  for (auto& s : w.scales) s = rng.between(1e-3f, 4e-3f);
+  return w;
+}
+
+double normalised_error(const std::vector<float>& got, const std::vector<float>& ref, std::size_t* not_finite) {
+  double diff = 0, norm = 0;
+  *not_finite = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) ++*not_finite;
+    diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// One case's result against its tolerance; the fused kernel must have run unless it may not.
+void expect_close(const fused_product_check& r, double tolerance, bool fused_expected, const std::string& what) {
+  std::size_t not_finite = 0;
+  const double error = normalised_error(r.fused, r.unfused, &not_finite);
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < r.fused.size(); ++i) same += std::memcmp(&r.fused[i], &r.unfused[i], sizeof(float)) == 0;
+  std::printf("%s: %s, normalised error %.3g (tolerance %.3g), %zu of %zu outputs bit-equal\n", what.c_str(),
+              r.fused_kernel ? "fused" : "unfused (the fused kernel does not take it)", error, tolerance, same,
+              r.fused.size());
+  EXPECT_EQ(r.fused_kernel, fused_expected) << what;
+  EXPECT_EQ(not_finite, 0u) << what << ": outputs left unwritten (NaN) or not finite";
+  EXPECT_LT(error, tolerance) << what;
+  if (!r.fused_kernel) EXPECT_EQ(same, r.fused.size()) << what << ": the same unfused kernels twice";
+}
+
+class llm_fused_gemv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto availability = itera::cuda_availability();
+    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
+    m_dev = itera::make_cuda_backend(0);
+  }
+  std::unique_ptr<itera::backend> m_dev;
+};
+
+TEST_F(llm_fused_gemv, rms_norm_product_matches_rms_norm_then_gemv) {
+  random_source rng(20261201);
+  struct shape {
+    std::int64_t out_rows, in, max_tokens;
+    const char* why;
+  };
+  // Split K 4 ways with several tiles per resident block (6145 x 4096: llama's hidden); one warp per
+  // 2 rows, several tiles per block (16385); 7 rows (one partial tile); in = 14336: staged only at
+  // 1 token (28 KiB; 2 tokens exceed gemv_rms_norm_max_staged and fall back).
+  const shape shapes[] = {{6145, 4096, 4, "split 4"},
+                          {16385, 4096, 4, "no split"},
+                          {7, 1040, 4, "7 rows"},
+                          {3001, 14336, 2, "in 14336"}};
+  constexpr float eps = 1e-5f;
+  for (const auto& sh : shapes) {
+    const test_weights w = make_weights(rng, sh.out_rows, sh.in);
+    const auto norm_weight = [&] {
+      std::vector<std::uint16_t> v(static_cast<std::size_t>(sh.in));
+      for (auto& b : v) b = float_to_bf16(rng.between(0.5f, 1.5f));
+      return v;
+    }();
+    for (std::int64_t tokens = 1; tokens <= sh.max_tokens; ++tokens) {
+      // The residual stream: values of a few units (never zero).
+      std::vector<float> x(static_cast<std::size_t>(tokens * sh.in));
+      for (auto& v : x) v = 3.0f * rng.symmetric();
+      const bool stageable = tokens * sh.in * 2 <= 47 * 1024;  // llm_kernels.cuh: gemv_rms_norm_max_staged
+      for (const bool fp8 : {false, true})
+        for (const bool fp32_out : {false, true}) {
+          const auto r = small_gemm_rms_norm(*m_dev, w.view(fp8), sh.out_rows, sh.in, x, 1, 0, norm_weight, eps, tokens,
+                                             fp32_out);
+          const std::string what = std::string("rms_norm x ") + sh.why + " (" + std::to_string(sh.out_rows) + " x " +
+                                   std::to_string(sh.in) + "), " + std::to_string(tokens) + " tokens, " +
+                                   (fp8 ? "fp8" : "bf16") + " weights, " + (fp32_out ? "fp32" : "bf16") + " out";
+          expect_close(r, fp32_out ? norm_fp32_tolerance : bf16_out_tolerance, stageable, what);
+        }
+    }
+  }
+  // Rows taken at a stride (the last position of each sequence, as the LM head of a prefill reads
+  // them): tokens 0 and 1 at rows 2 and 5 of 6; fp32 output added to an initial one (beta 1).
+  const test_weights w = make_weights(rng, 1001, 4096);
+  std::vector<std::uint16_t> norm_weight(4096);
+  for (auto& b : norm_weight) b = float_to_bf16(rng.between(0.5f, 1.5f));
+  std::vector<float> x(6 * 4096), init(2 * 1001);
+  for (auto& v : x) v = 3.0f * rng.symmetric();
+  for (auto& v : init) v = 8.0f * rng.symmetric();
+  for (const bool fp8 : {false, true}) {
+    const auto r = small_gemm_rms_norm(*m_dev, w.view(fp8), 1001, 4096, x, 3, 2, norm_weight, eps, 2, true, init);
+    expect_close(r, norm_fp32_tolerance, true,
+                 std::string("rms_norm x rows at stride 3 offset 2, 1001 x 4096, 2 tokens, ") + (fp8 ? "fp8" : "bf16") +
+                     " weights, fp32 out += initial");
+  }
+  EXPECT_THROW((void)small_gemm_rms_norm(*m_dev, w.view(false), 1001, 4096, x, 1, 0, norm_weight, eps, 5, true),
+               itera::usage_error);
+}
+
+TEST_F(llm_fused_gemv, swiglu_product_matches_swiglu_then_gemv) {
+  random_source rng(20261202);
+  struct shape {
+    std::int64_t out_rows, intermediate;
+    const char* why;
+  };
+  // llama-3.1-8b's down (split 8 over 14336), split 2 (512), no split (256); odd row counts leave a
+  // partial tile of eight-row warps.
+  const shape shapes[] = {{4097, 14336, "down"}, {999, 512, "split 2"}, {777, 256, "no split"}};
+  for (const auto& sh : shapes) {
+    const test_weights w = make_weights(rng, sh.out_rows, sh.intermediate);
+    for (std::int64_t tokens = 1; tokens <= 4; ++tokens) {
+      // Gate and up values of a few units: silu's both tails and its middle.
+      const auto gate_up = bf16_values(rng, static_cast<std::size_t>(tokens * 2 * sh.intermediate), 4.0f);
+      std::vector<float> init(static_cast<std::size_t>(tokens * sh.out_rows));
+      for (auto& v : init) v = 8.0f * rng.symmetric();
+      for (const bool fp8 : {false, true})
+        for (const int kind : {0, 1}) {  // bf16 output; fp32 output added to the residual (the engine's down)
+          const bool fp32_out = kind == 1;
+          const auto r = small_gemm_swiglu(*m_dev, w.view(fp8), sh.out_rows, sh.intermediate, gate_up, tokens, fp32_out,
+                                           fp32_out ? std::span<const float>(init) : std::span<const float>());
+          const std::string what = std::string("swiglu x ") + sh.why + " (" + std::to_string(sh.out_rows) + " x " +
+                                   std::to_string(sh.intermediate) + "), " + std::to_string(tokens) + " tokens, " +
+                                   (fp8 ? "fp8" : "bf16") + " weights, " + (fp32_out ? "fp32 out += residual" : "bf16 out");
+          expect_close(r, fp32_out ? swiglu_fp32_tolerance : bf16_out_tolerance, true, what);
+        }
+    }
+  }
+}
+
+// Batch 1, where the engine runs every fused kernel (norms in qkv, gate_up and lm_head, SwiGLU in
+// down): decode logits against the cpu reference (the tolerance of test_llm_device.cpp: 2e-2), the
+// graph's tokens equal to the eager steps', and the stage scopes of a recorded step.
+TEST_F(llm_fused_gemv, engine_batch_1_decode_matches_cpu_reference) {
+  const char* fusion = std::getenv("ITERA_LLM_FUSED_GEMV");
+  const bool fused = !(fusion && std::string(fusion) == "0");
+  const model_config c = preset("tiny");
+  constexpr std::int64_t prompt = 6, steps = 4;
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+  const model_weights host = random_weights(c, dtype::bf16, 4242);
+  const model_weights host_fp8 = random_weights(c, dtype::fp8_e4m3, 4242);  // the codes the engine makes
+  for (const dtype weights : {dtype::bf16, dtype::fp8_e4m3}) {
+    const reference_model ref(weights == dtype::bf16 ? host : host_fp8);
+    engine_options opts;
+    opts.batch = 1;
+    opts.max_context = prompt + 2 * steps + 2;
+    opts.max_prompt = prompt;
+    opts.weights = weights;
+    cuda_engine eng(*m_dev, host, opts);
+    const std::vector<std::int32_t> ids = {11, 200, 37, 5, 129, 64};
+    auto seq = ref.new_sequence();
+    const auto all = ref.prefill(seq, ids);
+    std::vector<float> want(all.end() - static_cast<std::ptrdiff_t>(vocab), all.end());
+    (void)eng.prefill(ids, prompt);
+    for (std::int64_t step = 0; step < steps; ++step) {
+      const std::int32_t next = argmax(std::span<const float>(want));  // teacher-forced: the reference's token
+      const auto got = eng.decode_step(std::vector<std::int32_t>{next});
+      want = ref.decode_step(seq, next);
+      std::size_t not_finite = 0;
+      const double e = normalised_error(got, want, &not_finite);
+      std::printf("%s batch 1 decode step %lld: logits normalised error %.3g (tolerance 2e-2)\n",
+                  std::string(dtype_name(weights)).c_str(), static_cast<long long>(step + 1), e);
+      EXPECT_EQ(not_finite, 0u);
+      EXPECT_LT(e, 2e-2) << dtype_name(weights) << " decode step " << step + 1;
+      EXPECT_EQ(eng.read_ids(), std::vector<std::int32_t>{argmax(std::span<const float>(got))});
+    }
+    // Greedy from the same prompt, device-driven, eager steps then a CUDA graph: the same tokens.
+    std::vector<std::int32_t> tokens[2];
+    for (const bool graph : {false, true}) {
+      (void)eng.prefill(ids, prompt);
+      for (std::int64_t step = 0; step < steps; ++step) {
+        graph ? eng.decode_graph() : eng.decode_device();
+        tokens[graph].push_back(eng.read_ids().at(0));
+      }
+    }
+    EXPECT_EQ(tokens[0], tokens[1]) << dtype_name(weights) << ": the graph's tokens differ from the eager steps'";
+    // The stage scopes of one recorded step: the fused kernels run in the products' scopes.
+    itera::stage_recorder rec(m_dev->clock(), &m_dev->memory_tracking());
+    eng.decode_device(&rec);
+    eng.synchronize();
+    const auto stages = rec.finish();
+    const auto find = [&](const std::string& path) {
+      return std::find_if(stages.begin(), stages.end(), [&](const auto& s) { return s.path == path; });
+    };
+    ASSERT_NE(find("attention_block/qkv"), stages.end());
+    if (!fused) {
+      std::printf("ITERA_LLM_FUSED_GEMV=0: the unfused scopes\n");
+      EXPECT_NE(find("attention_block/norm"), stages.end());
+      continue;
+    }
+    for (const char* gone : {"attention_block/norm", "mlp_block/norm", "lm_head_block/final_norm"})
+      EXPECT_EQ(find(gone), stages.end()) << gone << " launches nothing at batch 1 and has no scope";
+    // SwiGLU is formed in the down product with bf16 weights only (k::gemv_swiglu_pays: with fp8
+    // codes it cost the product more than the launch it saves, measured).
+    EXPECT_EQ(find("mlp_block/swiglu") == stages.end(), weights == dtype::bf16) << dtype_name(weights);
+    const double hidden = static_cast<double>(c.hidden);
+    const double per_weight = weights == dtype::bf16 ? 2.0 : 1.0, scale_bytes = weights == dtype::bf16 ? 0.0 : 4.0;
+    const double qkv_rows = static_cast<double>(c.q_dim() + 2 * c.kv_dim());
+    // Layers x (the projection as stored + the norm weight, bf16).
+    EXPECT_DOUBLE_EQ(find("attention_block/qkv")->bytes_read,
+                     static_cast<double>(c.layers) * (qkv_rows * (per_weight * hidden + scale_bytes) + 2.0 * hidden));
+    EXPECT_DOUBLE_EQ(find("lm_head_block/lm_head")->bytes_read, 2.0 * static_cast<double>(c.vocab) * hidden + 2.0 * hidden);
+    ASSERT_NE(find("mlp_block/down"), stages.end());
+  }
+}
+
+#endif
+
+}  // namespace
