@@ -215,7 +215,6 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
   st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
   st.set_field("precision.fc1_sums", c.fc1_bf16_sums ? "bf16" : "fp32");
   st.set_field("preprocess", image_processor_name(c.preprocess));
-  st.set_field("residency", stager ? "staged from " + c.weights_from : "resident");
 
   const image_set batch = batch_images(c);
   thread_pool pool(std::max<std::size_t>(1, std::thread::hardware_concurrency()));

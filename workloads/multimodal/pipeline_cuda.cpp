@@ -213,8 +213,7 @@ class cuda_stager final : public model_stager {
 
  private:
   void note(const cuda::store_load& r, stage_recorder::scope& sc) {
-    sc.add_bytes_read(static_cast<double>(r.bytes));
-    sc.add_bytes_written(static_cast<double>(r.bytes));
+    sc.add_bytes_read(static_cast<double>(r.bytes));  // what came from the store, once (a copy: not twice)
     m_cached = std::max(m_cached, r.cached_fraction);
   }
   gpu_vit& m_vit;
