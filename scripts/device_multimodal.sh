@@ -91,7 +91,7 @@ for j in rows:
           + " | ".join(f(host(j, s) if s.startswith(("load", "unload")) else stage(j, s)) for s in
                        ("read", "decode", "preprocess", "load_encoder", "vision", "unload_encoder", "load_language_model",
                         "context", "generation/prefill", "generation/decode", "unload_language_model"))
-          + f" | {gib('memory/plan/models')} | {gib('memory/measured_peak')} | {fits} | {q}"
+          + f" | {gib('memory/plan/total')} | {gib('memory/measured_peak')} | {fits} | {q}"
           + f" | {f(m.get('latency/cold/total'), 1e3)} | {f(m.get('latency/warm/total'), 1e3)} |")
     if j["status"] != "ok":
         print(f"|   {j.get('message', '')[:240]} |")

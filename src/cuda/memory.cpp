@@ -186,6 +186,9 @@ void device_buffer::release() noexcept {
   // error has been (or will be) reported by the call that broke it.
   if (is_evictable()) {
     const auto base = reinterpret_cast<CUdeviceptr>(m_data);
+    // Unmapping does not wait for work still using the memory (cudaFree does): wait for the
+    // device first, so that a buffer dropped on an error path is not pulled from under a kernel.
+    (void)cudaDeviceSynchronize();
     if (m_handle != 0) {
       (void)vmm().unmap(base, m_reserved);
       (void)vmm().release(m_handle);

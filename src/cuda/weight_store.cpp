@@ -21,8 +21,14 @@ namespace {
 
 constexpr std::size_t chunk_bytes = std::size_t{64} << 20;
 
-[[noreturn]] void fail(const std::filesystem::path& file, const char* what) {
-  throw std::runtime_error("weight store " + file.string() + ": " + what + " failed: " + std::strerror(errno));
+[[noreturn]] void fail(const std::filesystem::path& file, const char* what, int error) {
+  std::string hint;
+  if (error == ENOSPC || error == EDQUOT)
+    hint = "; the weights need that much free space in the scratch folder: point TMPDIR at a disk with room, or use "
+           "weights_from=pinned";
+  else if (error == EACCES || error == EROFS)
+    hint = "; make the scratch folder writable (TMPDIR), or use weights_from=pinned";
+  throw std::runtime_error("weight store " + file.string() + ": " + what + " failed: " + std::strerror(error) + hint);
 }
 
 // A file descriptor closed on scope exit.
@@ -77,7 +83,7 @@ struct weight_store::impl {
 
   void write_file(const void* src) {
     fd_guard f{::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
-    if (f.fd < 0) fail(file, "open for writing");
+    if (f.fd < 0) fail(file, "open for writing", errno);
     auto* bounce = static_cast<unsigned char*>(host.data());
     for (std::uint64_t at = 0; at < bytes; at += chunk_bytes) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, bytes - at));
@@ -85,31 +91,45 @@ struct weight_store::impl {
       for (std::size_t put = 0; put < n;) {
         const ssize_t w = ::pwrite(f.fd, bounce + put, n - put, static_cast<off_t>(at + put));
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) fail(file, "write");
+        if (w < 0) fail(file, "write", errno);
+        if (w == 0) fail(file, "write", ENOSPC);  // nothing written and no error: the disk is full
         put += static_cast<std::size_t>(w);
       }
     }
-    if (::fdatasync(f.fd) != 0) fail(file, "fdatasync");
+    if (::fdatasync(f.fd) != 0) fail(file, "fdatasync", errno);
   }
 
   store_load read_file(void* dst) {
     fd_guard f{::open(file.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0) fail(file, "open for reading");
+    if (f.fd < 0) fail(file, "open for reading", errno);
     (void)::posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
     store_load r;
     r.bytes = bytes;
     r.cached_fraction = cached_share(f.fd, bytes);
     (void)::posix_fadvise(f.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     auto* bounce = static_cast<unsigned char*>(host.data());
+    try {
+      copy_chunks(f.fd, bounce, dst);
+    } catch (...) {
+      // A copy from a bounce buffer may still be in flight: let it land before anything is freed.
+      (void)cudaStreamSynchronize(dev.stream());
+      throw;
+    }
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+    return r;
+  }
+
+  // The file's bytes into dst through the two bounce buffers in turn.
+  void copy_chunks(int fd, unsigned char* bounce, void* dst) {
     int k = 0;
     for (std::uint64_t at = 0; at < bytes; at += chunk_bytes, k ^= 1) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, bytes - at));
       unsigned char* buf = bounce + static_cast<std::size_t>(k) * chunk_bytes;
       ITERA_CUDA_CHECK(cudaEventSynchronize(done[k]));  // this buffer's previous copy has finished
       for (std::size_t got = 0; got < n;) {
-        const ssize_t g = ::pread(f.fd, buf + got, n - got, static_cast<off_t>(at + got));
+        const ssize_t g = ::pread(fd, buf + got, n - got, static_cast<off_t>(at + got));
         if (g < 0 && errno == EINTR) continue;
-        if (g < 0) fail(file, "read");
+        if (g < 0) fail(file, "read", errno);
         if (g == 0) throw std::runtime_error("weight store " + file.string() + ": the file is shorter than the " +
                                              std::to_string(bytes) + " bytes written (changed by something else?)");
         got += static_cast<std::size_t>(g);
@@ -117,8 +137,6 @@ struct weight_store::impl {
       ITERA_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(dst) + at, buf, n, cudaMemcpyHostToDevice, dev.stream()));
       ITERA_CUDA_CHECK(cudaEventRecord(done[k], dev.stream()));
     }
-    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
-    return r;
   }
 };
 

@@ -485,12 +485,58 @@ constexpr std::uint64_t gemv_target_warps = 8192;
 // Fewest 16-byte chunks per lane-row a slice keeps (one full unrolled step: 32 lanes x U).
 constexpr int gemv_min_slice = 32 * gemv_unroll;
 
+// The end of a tile (groups x R rows from tile_row0): each warp's sums over its lanes, then with
+// split 1 stored by spread lanes (as gemv_kernel does), else added over the group's slices in
+// shared memory in slice order (as gemv_split_kernel does) and stored, the block in step after
+// (partial free again).
+template <int R, int T, bool F32>
+__device__ __forceinline__ void finish_tile(float (&acc)[R][T], float (*partial)[R * T], int split, int groups,
+                                            int tile_row0, int out_rows, const float* scales, void* out, float beta) {
+  constexpr int RT = R * T;
+  const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if (split == 1) {
+    const int row0 = tile_row0 + wib * R;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const int row = row0 + r;
+        if (lane != (r * T + t) % 32 || row >= out_rows) continue;
+        gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * (scales ? scales[row] : 1.0f),
+                        beta);
+      }
+    return;
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < T; ++t) partial[wib][r * T + t] = acc[r][t];
+  }
+  __syncthreads();
+  const int idx = static_cast<int>(threadIdx.x);
+  if (idx < groups * RT) {
+    const int g = idx / RT, k = idx % RT, r = k / T, t = k % T;
+    const int row = tile_row0 + g * R + r;
+    if (row < out_rows) {
+      float sum = partial[g * split][k];
+      for (int p = 1; p < split; ++p) sum += partial[g * split + p][k];
+      gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * (scales ? scales[row] : 1.0f), beta);
+    }
+  }
+  __syncthreads();
+}
+
 template <class W, int T, bool F32>
 __global__ void __launch_bounds__(gemv_split_threads, 1)
     gemv_split_kernel(const void* __restrict__ w, const float* __restrict__ scales, int out_rows, int chunks, int split,
                       int slice, const bf16* __restrict__ x, void* __restrict__ out, float beta) {
-  constexpr int R = gemv_rows_per_warp, U = gemv_unroll, RT = R * T;
-  __shared__ float partial[gemv_split_warps][RT];
+  constexpr int R = gemv_rows_per_warp, U = gemv_unroll;
+  __shared__ float partial[gemv_split_warps][R * T];
   const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
   const int groups = gemv_split_warps / split;
   const int group = wib / split, part = wib % split;
@@ -525,28 +571,8 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
       if (c < cend) gemv_chunk<W, R, T>(wv[u], xr, chunks, c, acc);
     }
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], o);
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int t = 0; t < T; ++t) partial[wib][r * T + t] = acc[r][t];
-  }
-  __syncthreads();
-  const int idx = static_cast<int>(threadIdx.x);
-  if (idx >= groups * RT) return;
-  const int g = idx / RT, k = idx % RT, r = k / T, t = k % T;
-  const int row = (static_cast<int>(blockIdx.x) * groups + g) * R + r;
-  if (row >= out_rows) return;
-  float sum = partial[g * split][k];
-  for (int p = 1; p < split; ++p) sum += partial[g * split + p][k];
-  const float scale = scales ? scales[row] : 1.0f;
-  gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * scale, beta);
+  finish_tile<R, T, F32>(acc, partial, split, groups, static_cast<int>(blockIdx.x) * groups * R, out_rows, scales, out,
+                         beta);
 }
 
 // Warps split K when the one-warp-per-R-rows grid is too small to keep enough bytes in flight:
@@ -641,52 +667,6 @@ __device__ __forceinline__ void fused_chunk(const uint4 (&wv)[R], const X& xs, i
 #pragma unroll
       for (int j = 0; j < E; ++j) acc[r][t] = fmaf(wf[j], xf[t][j], acc[r][t]);
   }
-}
-
-// The end of a tile (groups x R rows from tile_row0): each warp's sums over its lanes, then with
-// split 1 stored by spread lanes (as gemv_kernel does), else added over the group's slices in
-// shared memory in slice order (as gemv_split_kernel does) and stored, the block in step after
-// (partial free again).
-template <int R, int T, bool F32>
-__device__ __forceinline__ void finish_tile(float (&acc)[R][T], float (*partial)[R * T], int split, int groups,
-                                            int tile_row0, int out_rows, const float* scales, void* out, float beta) {
-  constexpr int RT = R * T;
-  const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < T; ++t) acc[r][t] = warp_sum(acc[r][t]);
-  if (split == 1) {
-    const int row0 = tile_row0 + wib * R;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        const int row = row0 + r;
-        if (lane != (r * T + t) % 32 || row >= out_rows) continue;
-        gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * (scales ? scales[row] : 1.0f),
-                        beta);
-      }
-    return;
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int t = 0; t < T; ++t) partial[wib][r * T + t] = acc[r][t];
-  }
-  __syncthreads();
-  const int idx = static_cast<int>(threadIdx.x);
-  if (idx < groups * RT) {
-    const int g = idx / RT, k = idx % RT, r = k / T, t = k % T;
-    const int row = tile_row0 + g * R + r;
-    if (row < out_rows) {
-      float sum = partial[g * split][k];
-      for (int p = 1; p < split; ++p) sum += partial[g * split + p][k];
-      gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * (scales ? scales[row] : 1.0f), beta);
-    }
-  }
-  __syncthreads();
 }
 
 // The normalised rows staged in shared memory: [T][words] 16-byte chunks (8 bf16 each).

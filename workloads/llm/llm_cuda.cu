@@ -123,6 +123,7 @@ struct cuda_engine::impl {
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
   std::vector<bool> busy;          // slot holds a sequence
   std::int64_t staged = 0;         // ids staged for the next prefill
+  std::int64_t last_prefill_count = 0;  // sequences of the last prefill_staged (read_prefill_logits)
   std::map<std::int64_t, cudaGraphExec_t> graphs;  // decode of rows [0, key), captured once
 
   // Recorded next ids: pinned host rows of `batch` ids, (max_context + 1) rows between takes.
@@ -235,6 +236,7 @@ struct cuda_engine::impl {
   }
 
   ~impl() {
+    if (weights.data()) (void)cudaStreamSynchronize(dev.stream());  // nothing queued may outlive the buffers
     for (auto& [rows, exec] : graphs) (void)cudaGraphExecDestroy(exec);
     if (host_ids) (void)cudaFreeHost(host_ids);
   }
@@ -792,9 +794,13 @@ engine_memory cuda_engine::plan(backend& dev, const model_config& config, const 
   engine_memory e;
   // The arena's layout aligns each tensor to 256 bytes: a few hundred bytes over the plan's weights
   // for shapes whose tensors are not multiples of 256 bytes (the tiny preset).
-  e.weights = impl(dev, config, options, false).arena_bytes;
+  const impl layout(dev, config, options, false);
+  e.weights = layout.arena_bytes;
   e.kv_cache = p.bytes_of("kv cache");
   e.activations = p.bytes_of("activations");
+  // The plan holds the logits of each sequence's last row; all_position_logits holds every row's.
+  e.activations += static_cast<std::uint64_t>(layout.logits_rows - layout.o.batch) *
+                   static_cast<std::uint64_t>(config.vocab) * 4;
   e.workspace = p.bytes_of("workspace");
   return e;
 }
@@ -811,6 +817,7 @@ void cuda_engine::restore() {
   try {
     for (device_buffer* b : m->evictable_buffers()) b->restore();
   } catch (const cuda::out_of_memory& e) {
+    for (device_buffer* b : m->evictable_buffers()) b->evict();  // all or nothing
     throw case_skipped(cat("does not fit: restoring the language model: ", e.what()));
   }
 }
@@ -857,6 +864,7 @@ void cuda_engine::stage_embeddings(const embedding_rows& rows) { m->stage_inputs
 
 void cuda_engine::prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) {
   m->prefill_range(first, count, prompt_len, false);
+  m->last_prefill_count = count;
 }
 
 void cuda_engine::decode(std::int64_t rows) { m->decode(rows); }
@@ -906,8 +914,9 @@ std::vector<float> cuda_engine::prefill(std::span<const std::int32_t> ids, std::
 }
 
 std::vector<float> cuda_engine::read_prefill_logits(std::int64_t count) {
-  if (count < 1 || count > m->o.batch)
-    throw usage_error(cat("llm cuda engine: logits of ", count, " sequences; the engine holds 1..", m->o.batch));
+  if (count != m->last_prefill_count)
+    throw usage_error(cat("llm cuda engine: logits of ", count, " sequences asked; the last prefill_staged ran ",
+                          m->last_prefill_count, " (ask for those, after that prefill)"));
   return m->read_logits(count);
 }
 

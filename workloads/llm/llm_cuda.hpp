@@ -160,9 +160,10 @@ class cuda_engine final : public engine {
   // rope, attention, o_proj}, mlp_block/{norm, gate_up, swiglu, down}, lm_head_block/{final_norm,
   // lm_head}, argmax) opens a scope in it that declares the weight bytes it reads (attention: the
   // cache bytes); the recorder's own cost, two clock reads per scope, lands in the step. Where the
-  // gemv runs the products (at most gemv_max_tokens slots), the norms run inside qkv, gate_up and
-  // lm_head and SwiGLU inside down (at 1-2 slots with bf16 weights, 1 with fp8): then there is no
-  // norm, final_norm or swiglu scope, and the product's scope declares the norm weight's bytes.
+  // gemv runs the products (at most gemv_max_tokens slots with bf16 weights, 2 with fp8), the norms
+  // run inside qkv, gate_up and lm_head, and with bf16 weights at 1-2 slots SwiGLU inside down
+  // (k::gemv_swiglu_pays): then there is no norm or final_norm scope (nor swiglu, where it is
+  // fused), and the product's scope declares the norm weight's bytes.
   void decode_device(stage_recorder* recorder = nullptr);
   // decode(slots()): the same work as one graph launch.
   void decode_graph();

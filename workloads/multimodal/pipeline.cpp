@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <span>
 #include <thread>
@@ -145,6 +147,28 @@ std::vector<llm::prompt_request> wave_of(const prepared_context& ctx, const std:
 
 }  // namespace
 
+std::vector<std::pair<std::uint32_t, std::uint32_t>> batch_image_sizes(const pipeline_case& c) {
+  const image_set batch = batch_images(c);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> sizes;
+  image_decoder decoder;
+  std::vector<std::uint8_t> bytes;
+  for (const auto& e : batch.entries) {
+    if (e.width > 0 && e.height > 0) {
+      sizes.emplace_back(e.width, e.height);
+      continue;
+    }
+    std::ifstream in(e.path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    try {
+      const image_header h = decoder.probe(bytes, image_limits{});
+      sizes.emplace_back(h.width, h.height);
+    } catch (const decode_failure&) {
+      // left out: the run reports the image by index
+    }
+  }
+  return sizes;
+}
+
 preprocess_config image_processor_for(const vit_config& v) {
   preprocess_config p;
   p.image_size = static_cast<std::uint32_t>(v.image);
@@ -259,6 +283,7 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
   // The encoder and projector over the views, each model loaded around its use when staged.
   const auto encode = [&](stage_recorder& rec) {
     if (stager) {
+      stager->wait();
       auto sc = rec.enter("load_encoder");
       stager->load_encoder(sc);
     }
@@ -268,6 +293,7 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
       tokens = vision.encode(views, rec);
     }
     if (stager) {
+      stager->wait();
       auto sc = rec.enter("unload_encoder");
       stager->unload_encoder();
     }
@@ -277,6 +303,7 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
   // prefill, decode and, with ids, d2h stages nested in "generation").
   const auto generate = [&](stage_recorder& rec, const image_tokens& tokens, bool to_host) {
     if (stager) {
+      stager->wait();
       auto sc = rec.enter("load_language_model");
       stager->load_language_model(sc);
     }
@@ -286,6 +313,7 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
       llm::generate_wave(lm, rec, wave, true, to_host ? &ids : nullptr);
     }
     if (stager) {
+      stager->wait();
       auto sc = rec.enter("unload_language_model");
       stager->unload_language_model();
     }

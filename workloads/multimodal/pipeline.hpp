@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "itera/core/recorder.hpp"
@@ -121,6 +122,9 @@ class vision_side {
 class model_stager {
  public:
   virtual ~model_stager() = default;
+  // Waits for the work queued so far, outside any stage: the load and unload stages then time
+  // their own work, not the stages before them still running on the device.
+  virtual void wait() = 0;
   virtual void load_encoder(stage_recorder::scope& sc) = 0;
   virtual void unload_encoder() = 0;
   virtual void load_language_model(stage_recorder::scope& sc) = 0;
@@ -141,6 +145,11 @@ class precision_check {
   virtual std::unique_ptr<llm::logits_model> make(bool reference, const llm::embedding_rows& rows,
                                                   std::int64_t sequences, std::int64_t context) = 0;
 };
+
+// The sizes of the batch's images (width, height), from the set's manifest or the files' headers,
+// in batch order; an image whose header cannot be read is left out (the run records it). For the
+// memory plan, before anything is allocated.
+std::vector<std::pair<std::uint32_t, std::uint32_t>> batch_image_sizes(const pipeline_case& c);
 
 // What a case ran on: the good requests' contexts, the views they hold, the output length.
 struct pipeline_batch {

@@ -15,6 +15,7 @@
 
 #include "itera/core/errors.hpp"
 #include "itera/core/runner.hpp"
+#include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/memory.hpp"
 #include "src/cuda/weight_store.hpp"
 #include "workloads/llm/llm_cuda.hpp"
@@ -156,37 +157,53 @@ class cuda_precision_check final : public precision_check {
   const pipeline_case& m_case;
 };
 
-// Both models' device memory at a batch, planned without allocating: what each keeps while the
-// other runs (staged) and the matrix-product workspace they share.
-struct models_plan {
+// The case's device memory at a batch, planned without allocating: both models (what each keeps
+// while the other runs, when staged), the image side's buffers (the preprocessing's, and nvJPEG's
+// output with decode=gpu; nvJPEG's own working memory is not counted) and the matrix-product
+// workspace.
+struct case_plan {
   std::uint64_t vision = 0;        // the encoder's weights and activations, the image tokens aside
   std::uint64_t image_tokens = 0;  // the projector's output: kept while the language model runs
   std::uint64_t language = 0;      // weights, KV cache and activations
+  std::uint64_t images = 0;        // preprocessing (and GPU decode output) buffers
   std::uint64_t workspace = 0;
-  std::uint64_t resident() const { return vision + image_tokens + language + workspace; }
-  std::uint64_t staged() const { return std::max(vision, language) + image_tokens + workspace; }
+  std::uint64_t kept() const { return image_tokens + images + workspace; }
+  std::uint64_t resident() const { return vision + language + kept(); }
+  std::uint64_t staged() const { return std::max(vision, language) + kept(); }
   std::uint64_t total(bool staged_) const { return staged_ ? staged() : resident(); }
 };
 
-models_plan plan_models(backend& dev, const pipeline_case& c, std::int64_t batch) {
+// The image side's bytes for this case's batch of images (sizes in batch order).
+std::uint64_t image_side_bytes(const pipeline_case& c, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& sizes) {
+  std::uint64_t decoded = 0;
+  for (const auto& [w, h] : sizes) decoded += 3ull * w * h;
+  return gpu_preprocessor::device_bytes(c.preprocess, sizes, !c.gpu_decode) + (c.gpu_decode ? decoded : 0);
+}
+
+// `images`: the image side's bytes at the case's own batch; other batches scale it.
+case_plan plan_case(backend& dev, const pipeline_case& c, std::int64_t batch, std::uint64_t images) {
   const vit_engine_memory v = gpu_vit::plan(dev, c.vision, cuda_vision::options(c, batch));
   const llm::engine_memory l = llm::cuda_engine::plan(dev, c.language, language_options(c, batch));
-  models_plan p;
+  case_plan p;
   p.image_tokens = static_cast<std::uint64_t>(batch * c.images * c.tokens_per_image() * c.language.hidden) * 2;
   p.vision = v.weights + v.activations - p.image_tokens;
   p.language = l.weights + l.kv_cache + l.activations;
+  p.images = static_cast<std::uint64_t>(static_cast<double>(images) * static_cast<double>(batch) /
+                                        static_cast<double>(c.batch));
   p.workspace = l.workspace;
   return p;
 }
 
-// The largest batch whose models' plan fits `envelope` (0 when not even one request fits).
-std::int64_t largest_batch(backend& dev, const pipeline_case& c, bool staged, std::uint64_t envelope) {
+// The largest batch whose plan fits `envelope` (0 when not even one request fits); every part
+// grows with the batch, so the search is monotone.
+std::int64_t largest_batch(backend& dev, const pipeline_case& c, bool staged, std::uint64_t envelope,
+                           std::uint64_t images) {
   std::int64_t lo = 0, hi = 65535 / c.images;  // the encoder takes at most 65535 images per call
   pipeline_case k = c;
   k.staged = staged;
   while (lo < hi) {
     const std::int64_t mid = lo + (hi - lo + 1) / 2;
-    if (plan_models(dev, k, mid).total(staged) <= envelope) lo = mid;
+    if (plan_case(dev, k, mid, images).total(staged) <= envelope) lo = mid;
     else hi = mid - 1;
   }
   return lo;
@@ -208,6 +225,7 @@ class cuda_stager final : public model_stager {
     note(m_language_store.load(m_lm.weights_device()), sc);
   }
   void unload_language_model() override { m_lm.offload(); }
+  void wait() override { m_lm.synchronize(); }  // the stream both engines share
 
   double max_cached_fraction() const { return m_cached; }
 
@@ -245,28 +263,35 @@ void run_pipeline_cuda(case_state& st) {
     if (const std::string why = cuda::evictable_unavailable_reason(dev.device_index()); !why.empty())
       throw case_skipped("residency=staged gives the models' memory back between stages and needs " + why);
   }
-  // The plan before anything is allocated (R5), against the envelope (R12).
-  const std::uint64_t free_bytes = dev.memory().free_bytes;
+  // The plan before anything is allocated (R5), against the envelope (R12). The cuBLASLt
+  // workspace is the backend's, allocated already: the free memory the driver reports has it
+  // taken, the plan and the measured peak count it.
+  const std::uint64_t workspace = cuda::as_cuda(dev).lt_workspace_size();
+  const std::uint64_t free_bytes = dev.memory().free_bytes + workspace;
   const std::uint64_t asked = static_cast<std::uint64_t>(c.envelope_gib) << 30;
   const std::uint64_t envelope = asked > 0 ? std::min(asked, free_bytes) : free_bytes;
   if (asked > free_bytes)
     st.set_detail("memory.envelope", fmt::format("envelope {} GiB asked; the device has {} free: planned against that",
                                                  c.envelope_gib, cuda::format_gib(free_bytes)));
-  const models_plan plan = plan_models(dev, c, c.batch);
+  const std::uint64_t image_bytes = image_side_bytes(c, batch_image_sizes(c));
+  const case_plan plan = plan_case(dev, c, c.batch, image_bytes);
   st.add_metric("memory/envelope", static_cast<double>(envelope), "B");
   st.add_metric("memory/plan/vision", static_cast<double>(plan.vision + plan.image_tokens), "B");
   st.add_metric("memory/plan/language", static_cast<double>(plan.language), "B");
-  st.add_metric("memory/plan/models", static_cast<double>(plan.total(c.staged)), "B");
-  st.add_metric("memory/largest_batch/resident", static_cast<double>(largest_batch(dev, c, false, envelope)), "requests");
-  st.add_metric("memory/largest_batch/staged", static_cast<double>(largest_batch(dev, c, true, envelope)), "requests");
+  st.add_metric("memory/plan/images", static_cast<double>(plan.images), "B");
+  st.add_metric("memory/plan/total", static_cast<double>(plan.total(c.staged)), "B");
+  st.add_metric("memory/largest_batch/resident",
+                static_cast<double>(largest_batch(dev, c, false, envelope, image_bytes)), "requests");
+  st.add_metric("memory/largest_batch/staged",
+                static_cast<double>(largest_batch(dev, c, true, envelope, image_bytes)), "requests");
   if (plan.total(c.staged) > envelope)
     throw case_skipped(fmt::format(
-        "does not fit: {} {} and {} at batch {} need {} ({} vision, {} language, {} workspace), the envelope is {}; a "
-        "smaller batch{}",
+        "does not fit: {} {} and {} at batch {} need {} ({} vision, {} language, {} images, {} workspace), the "
+        "envelope is {}; a smaller batch{}",
         c.staged ? "staged" : "resident", c.vision.name, c.language.name, c.batch,
         cuda::format_gib(plan.total(c.staged)), cuda::format_gib(plan.vision + plan.image_tokens),
-        cuda::format_gib(plan.language), cuda::format_gib(plan.workspace), cuda::format_gib(envelope),
-        c.staged ? "" : ", or residency=staged"));
+        cuda::format_gib(plan.language), cuda::format_gib(plan.images), cuda::format_gib(plan.workspace),
+        cuda::format_gib(envelope), c.staged ? "" : ", or residency=staged"));
 
   memory_tracker& tracker = dev.memory_tracking();
   const std::uint64_t baseline = tracker.current();
@@ -295,8 +320,14 @@ void run_pipeline_cuda(case_state& st) {
   st.set_field("precision.vision", vision.precision_note());
   const pipeline_batch batch = run_pipeline(st, c, vision, lm, stager.get());
   lm.synchronize();
-  if (stager && stager->max_cached_fraction() >= 0)
+  if (stager && stager->max_cached_fraction() >= 0) {
     st.add_metric("residency/disk_cached_fraction", stager->max_cached_fraction(), "ratio");
+    if (stager->max_cached_fraction() > 0.5)
+      st.set_detail("residency.disk", fmt::format("the weight files stayed in memory after the store asked the kernel to "
+                                                  "drop them ({:.0f}% cached: a memory file system such as tmpfs?): "
+                                                  "these loads did not come from a disk; point TMPDIR at one",
+                                                  100 * stager->max_cached_fraction()));
+  }
   const auto v = vision.memory();
   const auto e = lm.memory();
   st.add_metric("memory/vision/weights", static_cast<double>(v.weights), "B");
@@ -304,7 +335,8 @@ void run_pipeline_cuda(case_state& st) {
   st.add_metric("memory/engine/weights", static_cast<double>(e.weights), "B");
   st.add_metric("memory/engine/kv_cache", static_cast<double>(e.kv_cache), "B");
   st.add_metric("memory/engine/activations", static_cast<double>(e.activations), "B");
-  st.add_metric("memory/measured_peak", static_cast<double>(tracker.peak() - baseline), "B");
+  // The allocator's high-water mark over the case, the workspace held before it included (as the plan).
+  st.add_metric("memory/measured_peak", static_cast<double>(tracker.peak() - baseline + workspace), "B");
   // fp8 weights: their quality against bf16 weights, with engines of its own (after the memory).
   if (c.language_weights != llm::dtype::bf16) {
     cuda_precision_check quality(dev, c);

@@ -110,6 +110,71 @@ void reserve(cuda::device_buffer& b, std::size_t bytes, cuda::cuda_backend& dev)
   b = dev.allocate(std::max<std::size_t>(bytes, 256));
 }
 
+// The resize jobs, views and weight tables of a call (host side only; run() uploads them).
+struct call_plan {
+  std::vector<resize_job> jobs;
+  std::vector<view_job> views;
+  std::vector<std::int32_t> tables;
+  std::uint64_t tmp_bytes = 0;
+  int max_rows = 1, max_w = 1;
+};
+
+call_plan plan_call(const preprocess_config& c, const std::vector<gpu_preprocessor::device_image>& images) {
+  call_plan result;
+  const int s = static_cast<int>(c.image_size);
+  auto& jobs = result.jobs;
+  auto& views = result.views;
+  auto& tables = result.tables;
+  auto& tmp_bytes = result.tmp_bytes;
+  auto& max_rows = result.max_rows;
+  auto& max_w = result.max_w;
+  const auto add_table = [&](const resample_weights& w, int out) {
+    const auto at = static_cast<std::int32_t>(tables.size());
+    tables.insert(tables.end(), w.first.begin(), w.first.end());
+    tables.insert(tables.end(), w.count.begin(), w.count.end());
+    tables.insert(tables.end(), w.k.begin(), w.k.begin() + static_cast<std::ptrdiff_t>(out) * w.ksize);
+    return at;
+  };
+  for (const gpu_preprocessor::device_image& im : images) {
+    const gpu_preprocessor::device_image* img = &im;
+    const std::uint64_t image_offset = im.offset;
+    const auto add_job = [&](int out_w, int out_h) {
+      resize_job j{};
+      j.in_offset = image_offset;
+      j.in_w = static_cast<int>(img->width);
+      j.in_h = static_cast<int>(img->height);
+      j.out_w = out_w;
+      j.out_h = out_h;
+      const auto h = bicubic_weights(j.in_w, out_w);
+      const auto v = bicubic_weights(j.in_h, out_h);
+      j.row_first = v.first[0];
+      j.rows = v.first[out_h - 1] + v.count[out_h - 1] - j.row_first;
+      j.h_table = add_table(h, out_w);
+      j.h_ksize = h.ksize;
+      j.v_table = add_table(v, out_h);
+      j.v_ksize = v.ksize;
+      j.tmp_offset = tmp_bytes;
+      tmp_bytes += 3ull * j.rows * out_w;
+      max_rows = std::max(max_rows, j.rows);
+      max_w = std::max(max_w, out_w);
+      jobs.push_back(j);
+      return static_cast<int>(jobs.size() - 1);
+    };
+    if (c.mode == resize_mode::crop) {
+      const auto [w, h] = shortest_side_size(img->width, img->height, c.image_size);
+      const int job = add_job(static_cast<int>(w), static_cast<int>(h));
+      views.push_back({job, (static_cast<int>(w) - s) / 2, (static_cast<int>(h) - s) / 2});
+    } else {
+      const auto grid = choose_tile_grid(img->width, img->height, c);
+      const int job = add_job(static_cast<int>(grid.columns) * s, static_cast<int>(grid.rows) * s);
+      for (std::uint32_t t = 0; t < grid.columns * grid.rows; ++t)
+        views.push_back({job, static_cast<int>(t % grid.columns) * s, static_cast<int>(t / grid.columns) * s});
+      if (c.thumbnail && grid.columns * grid.rows > 1) views.push_back({add_job(s, s), 0, 0});
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 struct gpu_preprocessor::impl {
@@ -165,55 +230,12 @@ std::size_t gpu_preprocessor::run(const std::uint8_t* px, const std::vector<devi
   auto& dev = *m->dev;
   const preprocess_config& c = m->config;
   const int s = static_cast<int>(c.image_size);
-  std::vector<resize_job> jobs;
-  std::vector<view_job> views;
-  std::vector<std::int32_t> tables;
-  std::uint64_t tmp_bytes = 0;
-  int max_rows = 1, max_w = 1;
-  const auto add_table = [&](const resample_weights& w, int out) {
-    const auto at = static_cast<std::int32_t>(tables.size());
-    tables.insert(tables.end(), w.first.begin(), w.first.end());
-    tables.insert(tables.end(), w.count.begin(), w.count.end());
-    tables.insert(tables.end(), w.k.begin(), w.k.begin() + static_cast<std::ptrdiff_t>(out) * w.ksize);
-    return at;
-  };
-  for (const device_image& im : images) {
-    const device_image* img = &im;
-    const std::uint64_t image_offset = im.offset;
-    const auto add_job = [&](int out_w, int out_h) {
-      resize_job j{};
-      j.in_offset = image_offset;
-      j.in_w = static_cast<int>(img->width);
-      j.in_h = static_cast<int>(img->height);
-      j.out_w = out_w;
-      j.out_h = out_h;
-      const auto h = bicubic_weights(j.in_w, out_w);
-      const auto v = bicubic_weights(j.in_h, out_h);
-      j.row_first = v.first[0];
-      j.rows = v.first[out_h - 1] + v.count[out_h - 1] - j.row_first;
-      j.h_table = add_table(h, out_w);
-      j.h_ksize = h.ksize;
-      j.v_table = add_table(v, out_h);
-      j.v_ksize = v.ksize;
-      j.tmp_offset = tmp_bytes;
-      tmp_bytes += 3ull * j.rows * out_w;
-      max_rows = std::max(max_rows, j.rows);
-      max_w = std::max(max_w, out_w);
-      jobs.push_back(j);
-      return static_cast<int>(jobs.size() - 1);
-    };
-    if (c.mode == resize_mode::crop) {
-      const auto [w, h] = shortest_side_size(img->width, img->height, c.image_size);
-      const int job = add_job(static_cast<int>(w), static_cast<int>(h));
-      views.push_back({job, (static_cast<int>(w) - s) / 2, (static_cast<int>(h) - s) / 2});
-    } else {
-      const auto grid = choose_tile_grid(img->width, img->height, c);
-      const int job = add_job(static_cast<int>(grid.columns) * s, static_cast<int>(grid.rows) * s);
-      for (std::uint32_t t = 0; t < grid.columns * grid.rows; ++t)
-        views.push_back({job, static_cast<int>(t % grid.columns) * s, static_cast<int>(t / grid.columns) * s});
-      if (c.thumbnail && grid.columns * grid.rows > 1) views.push_back({add_job(s, s), 0, 0});
-    }
-  }
+  const call_plan plan = plan_call(c, images);
+  const auto& jobs = plan.jobs;
+  const auto& views = plan.views;
+  const auto& tables = plan.tables;
+  const std::uint64_t tmp_bytes = plan.tmp_bytes;
+  const int max_rows = plan.max_rows, max_w = plan.max_w;
   if (views.empty()) {
     m->views = 0;
     m->uploaded = 0;
@@ -250,6 +272,30 @@ std::size_t gpu_preprocessor::run(const std::uint8_t* px, const std::vector<devi
   ITERA_CUDA_CHECK_LAUNCH();
   m->views = views.size();
   return views.size();
+}
+
+std::uint64_t gpu_preprocessor::device_bytes(const preprocess_config& config,
+                                             const std::vector<std::pair<std::uint32_t, std::uint32_t>>& sizes,
+                                             bool host_pixels) {
+  validate(config);
+  std::vector<device_image> images;
+  std::uint64_t pixels = 0;
+  for (const auto& [w, h] : sizes) {
+    if (w == 0 || h == 0) throw std::invalid_argument("gpu preprocess: an image size is empty");
+    images.push_back({w, h, pixels});
+    pixels += 3ull * w * h;
+  }
+  const auto at_least = [](std::uint64_t b) { return std::max<std::uint64_t>(b, 256); };  // as reserve()
+  const call_plan plan = plan_call(config, images);
+  const std::uint64_t plane = static_cast<std::uint64_t>(config.image_size) * config.image_size;
+  std::uint64_t total = 3 * 256 * (sizeof(float) + sizeof(std::uint16_t));  // the normalisation tables
+  if (images.empty()) return total;
+  if (host_pixels) total += at_least(pixels);
+  total += at_least(plan.tmp_bytes) + at_least(plan.tables.size() * sizeof(std::int32_t)) +
+           at_least(plan.jobs.size() * sizeof(resize_job)) + at_least(plan.views.size() * sizeof(view_job)) +
+           at_least(plan.views.size() * 3 * plane * sizeof(float)) +
+           at_least(plan.views.size() * 3 * plane * sizeof(std::uint16_t));
+  return total;
 }
 
 std::size_t gpu_preprocessor::views() const { return m->views; }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "itera/core/backend.hpp"
@@ -36,6 +37,12 @@ class gpu_preprocessor {
     std::uint64_t offset = 0;  // bytes into the device buffer
   };
   std::size_t enqueue_device(const std::uint8_t* pixels, const std::vector<device_image>& images);
+
+  // The device bytes a preprocessor allocates for one call on images of these sizes (its buffers
+  // grow to the largest call; host_pixels: the host path's upload buffer too), without allocating.
+  static std::uint64_t device_bytes(const preprocess_config& config,
+                                    const std::vector<std::pair<std::uint32_t, std::uint32_t>>& sizes,
+                                    bool host_pixels);
 
   std::size_t views() const;
   // Device pointers: NCHW float32 [views, 3, S, S] and patchified bf16 [views, G^2, 3*P*P], G = floor(S/P).

@@ -230,6 +230,7 @@ struct gpu_vit::impl {
   }
 
   ~impl() {
+    (void)cudaStreamSynchronize(dev.stream());  // nothing queued may outlive the buffers
     if (graph) (void)cudaGraphExecDestroy(graph);
   }
 
@@ -684,8 +685,13 @@ void gpu_vit::restore() {
     for (device_buffer* b : m->activation_buffers())
       if (b->is_evictable()) b->restore();
   } catch (const cuda::out_of_memory& e) {
+    // All or nothing: what this call mapped goes back.
+    m->weights.evict();
+    for (device_buffer* b : m->activation_buffers())
+      if (b->is_evictable()) b->evict();
     throw case_skipped(cat("does not fit: restoring the vision encoder: ", e.what()));
   }
+  m->zero_activations();  // defined contents again, as after construction (GEMM tuning times on them)
 }
 
 bool gpu_vit::resident() const { return m->weights.resident(); }
