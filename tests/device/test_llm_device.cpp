@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include "itera/cuda/cuda_backend.hpp"
+#include "tests/support/cuda_test.hpp"
 #include "workloads/llm/llm_cuda.hpp"
 #endif
 
@@ -61,15 +62,7 @@ double rms_abs_error(const float* gpu, const float* ref, std::size_t n) {
   return std::sqrt(diff / static_cast<double>(n));
 }
 
-class llm_cuda : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto availability = itera::cuda_availability();
-    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
-    m_dev = itera::make_cuda_backend(0);
-  }
-  std::unique_ptr<itera::backend> m_dev;
-};
+class llm_cuda : public itera::test::cuda_test {};
 
 TEST_F(llm_cuda, tiny_matches_cpu_reference) {
   const model_config c = preset("tiny");

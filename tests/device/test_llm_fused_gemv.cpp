@@ -39,6 +39,7 @@
 
 #if ITERA_WITH_CUDA
 #include "itera/cuda/cuda_backend.hpp"
+#include "tests/support/cuda_test.hpp"
 #include "workloads/llm/llm_cuda.hpp"
 #endif
 
@@ -134,15 +135,7 @@ void expect_close(const fused_product_check& r, double tolerance, bool fused_exp
   if (!r.fused_kernel) EXPECT_EQ(same, r.fused.size()) << what << ": the same unfused kernels twice";
 }
 
-class llm_fused_gemv : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto availability = itera::cuda_availability();
-    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
-    m_dev = itera::make_cuda_backend(0);
-  }
-  std::unique_ptr<itera::backend> m_dev;
-};
+class llm_fused_gemv : public itera::test::cuda_test {};
 
 TEST_F(llm_fused_gemv, rms_norm_product_matches_rms_norm_then_gemv) {
   random_source rng(20261201);

@@ -9,6 +9,7 @@
 
 #if ITERA_WITH_CUDA
 #include "itera/cuda/cuda_backend.hpp"
+#include "tests/support/cuda_test.hpp"
 #include "tests/support/quick_run.hpp"
 #endif
 
@@ -22,12 +23,8 @@ TEST(pipeline_device, fp8_quality) { GTEST_SKIP() << "built without the cuda bac
 
 using namespace itera;
 
-class pipeline_device : public ::testing::Test {
+class pipeline_device : public test::cuda_test {
  protected:
-  void SetUp() override {
-    const auto availability = cuda_availability();
-    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
-  }
   static case_record run(axis_overrides extra) {
     const axis_overrides base = {{"encoder", "tiny"}, {"model", "tiny"}, {"resolution", "48"},
                                  {"batch", "3"},      {"prompt", "6"},   {"output", "8"}};

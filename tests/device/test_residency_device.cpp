@@ -23,6 +23,7 @@
 #include "itera/core/recorder.hpp"
 #include "itera/core/workload.hpp"
 #include "itera/cuda/cuda_backend.hpp"
+#include "tests/support/cuda_test.hpp"
 #include "tests/support/quick_run.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/memory.hpp"
@@ -41,19 +42,19 @@ TEST(residency_device, evictable_buffers) { GTEST_SKIP() << "built without the c
 
 using namespace itera;
 
-class residency_device : public ::testing::Test {
+class residency_device : public test::cuda_test {
  protected:
   void SetUp() override {
-    const auto availability = cuda_availability();
-    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
-    dev = make_cuda_backend(0);
+    test::cuda_test::SetUp();
+    if (IsSkipped()) return;
+    dev = m_dev.get();
     if (const std::string why = cuda::evictable_unavailable_reason(dev->device_index()); !why.empty())
       GTEST_SKIP() << why;
   }
   std::filesystem::path file(const std::string& name) const {
     return std::filesystem::temp_directory_path() / ("itera-residency-" + std::to_string(::getpid()) + "-" + name);
   }
-  std::unique_ptr<backend> dev;
+  backend* dev = nullptr;  // m_dev's
 };
 
 // Restored memory may be the same physical pages with the old weights still in them: poison them,
