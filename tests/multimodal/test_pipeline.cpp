@@ -144,6 +144,9 @@ TEST(Pipeline, SiglipEncodersTakeSiglipsImageProcessor) {
   r = run_pipeline_case({{"encoder", "tiny"}});
   ASSERT_EQ(r.status, case_status::ok) << r.message;
   EXPECT_EQ(r.fields.at("preprocess").rfind("clip:", 0), 0u) << r.fields.at("preprocess");
+  // The context a sequence holds: 6 text tokens + 1 image x 16 patch tokens (tiny: 16 px, 4-px
+  // patches, the class token left out) + 3 output tokens.
+  EXPECT_EQ(r.fields.at("context"), "25");
   // SigLIP so400m's 384 px are not a multiple of its 14-px patches: 27 x 27 whole patches.
   preprocess_config p = image_processor_for(vit_preset("siglip-so400m-patch14-384"));
   EXPECT_EQ(p.mode, resize_mode::tiles);

@@ -239,6 +239,9 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
   st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
   st.set_field("precision.fc1_sums", c.fc1_bf16_sums ? "bf16" : "fp32");
   st.set_field("preprocess", image_processor_name(c.preprocess));
+  // The tokens a sequence holds (text, image tokens, output), as the llm workload names it: what
+  // `itera fit` reads as the context of a point.
+  st.set_field("context", std::to_string(c.context_length() + c.output));
 
   const image_set batch = batch_images(c);
   thread_pool pool(std::max<std::size_t>(1, std::thread::hardware_concurrency()));
@@ -486,7 +489,8 @@ workload_decl pipeline_declaration() {
                {"prompt", "8"}, {"output", "4"}, {"loop", "compute,end_to_end"}}};
     return {{{"batch", "1,8"}, {"loop", "compute,end_to_end"}},
             {{"images", "1,2,4"}, {"batch", "4"}, {"loop", "end_to_end"}},
-            {{"resolution", "224,768,2048"}, {"batch", "8"}, {"loop", "end_to_end"}}};
+            {{"resolution", "224,768,2048"}, {"batch", "8"}, {"loop", "end_to_end"}},
+            {{"batch", "8"}, {"loop", "end_to_end"}, {"residency", "staged"}}};
   };
   return w;
 }
