@@ -278,6 +278,89 @@ __global__ void swiglu8_kernel(const uint4* gate_up, uint4* act, std::int64_t ro
   }
 }
 
+// bias_rope_store_kernel four rotations or eight value copies per thread, with 8- and 16-byte
+// accesses (head_dim % 8 == 0, 16-byte aligned buffers): per value the same arithmetic and rounding,
+// so bit-identical.
+__device__ __forceinline__ void load4(const bf16* p, float* f) {
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  f[0] = __uint_as_float(v.x << 16);
+  f[1] = __uint_as_float(v.x & 0xffff0000u);
+  f[2] = __uint_as_float(v.y << 16);
+  f[3] = __uint_as_float(v.y & 0xffff0000u);
+}
+
+__device__ __forceinline__ void store4(bf16* p, const float* f) {
+  const __nv_bfloat162 a = __floats2bfloat162_rn(f[0], f[1]), b = __floats2bfloat162_rn(f[2], f[3]);
+  *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+}
+
+__global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const float* inv_freq,
+                                           const std::int32_t* start, attention_shape s, bf16* k_cache,
+                                           bf16* v_cache) {
+  grid_dependents_launch();
+  grid_dependency_wait();
+  const std::int64_t t = blockIdx.x;
+  std::int64_t seq = 0;
+  const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
+  const std::int64_t hd = s.head_dim, half = hd / 2, quarter = half / 4;
+  const std::int64_t q_dim = s.heads * hd, kv_dim = s.kv_heads * hd, width = q_dim + 2 * kv_dim;
+  bf16* row = qkv + t * width;
+  const bool in_cache = pos < s.max_context;
+  const std::int64_t quads = (s.heads + s.kv_heads) * quarter, items = quads + kv_dim / 8;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.x;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; idx < items;
+       idx += stride) {
+    if (idx < quads) {  // four rotated pairs of a q or k head
+      const std::int64_t head = idx / quarter, i = (idx % quarter) * 4;
+      const bool is_q = head < s.heads;
+      if (!is_q && !in_cache) continue;
+      const std::int64_t col = is_q ? head * hd : q_dim + (head - s.heads) * hd;
+      float x1[4], x2[4];
+      load4(row + col + i, x1);
+      load4(row + col + i + half, x2);
+      if (bias) {
+        float b1[4], b2[4];
+        load4(bias + col + i, b1);
+        load4(bias + col + i + half, b2);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          x1[j] += b1[j];
+          x2[j] += b2[j];
+        }
+      }
+      const float4 freq = *reinterpret_cast<const float4*>(inv_freq + i);
+      const float fr[4] = {freq.x, freq.y, freq.z, freq.w};
+      float y1[4], y2[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float angle = static_cast<float>(pos) * fr[j];
+        float sn = 0, c = 0;
+        sincosf(angle, &sn, &c);
+        y1[j] = x1[j] * c - x2[j] * sn;
+        y2[j] = x2[j] * c + x1[j] * sn;
+      }
+      bf16* dst = is_q ? row + col : k_cache + ((seq * s.kv_heads + (head - s.heads)) * s.max_context + pos) * hd;
+      store4(dst + i, y1);
+      store4(dst + i + half, y2);
+    } else if (in_cache) {  // eight values copied into the cache
+      const std::int64_t v_idx = (idx - quads) * 8, kvh = v_idx / hd, d = v_idx % hd;
+      float v[8];
+      load4(row + q_dim + kv_dim + v_idx, v);
+      load4(row + q_dim + kv_dim + v_idx + 4, v + 4);
+      if (bias) {
+        float b[8];
+        load4(bias + q_dim + kv_dim + v_idx, b);
+        load4(bias + q_dim + kv_dim + v_idx + 4, b + 4);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] += b[j];
+      }
+      bf16* dst = v_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d;
+      store4(dst, v);
+      store4(dst + 4, v + 4);
+    }
+  }
+}
+
 constexpr int argmax_threads = 1024;
 constexpr int argmax_unroll = 8;
 
@@ -1127,6 +1210,18 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
 
 void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
                      std::int64_t rows, const attention_shape& s, bf16* k_cache, bf16* v_cache, cudaStream_t stream) {
+  // Four rotations per thread from 8 rows on: measured on the H200 (llama-3.1-8b decode step), at
+  // batch 64 the RoPE stage took 82 us a step against 109; at batch 1 57 against 53 (a quarter of
+  // the threads, each with four sincosf in a row, on a step that is all latency).
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (rows >= 8 && s.head_dim % 8 == 0 && aligned(qkv) && aligned(k_cache) && aligned(v_cache) && aligned(inv_freq) &&
+      (!bias || aligned(bias))) {
+    const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 8) + s.kv_heads * s.head_dim / 8;
+    const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
+    launch(bias_rope_store_vec_kernel, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, k_cache, v_cache);
+    ITERA_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 2) + s.kv_heads * s.head_dim;
   const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
   launch(bias_rope_store_kernel, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, k_cache, v_cache);
