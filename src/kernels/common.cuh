@@ -1,6 +1,6 @@
 #pragma once
-// Small pieces the kernel files share: the grid of a grid-stride loop, and sums and maxima over a
-// warp and over a block.
+// Small pieces the kernel files share: the grid of a grid-stride loop, sums and maxima over a
+// warp and over a block, and bf16 chunks widened to fp32.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,6 +44,16 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   for (int w = 0; w < warps; ++w) m = fmaxf(m, scratch[w]);
   __syncthreads();
   return m;
+}
+
+// Eight bf16 (one 16-byte chunk) widened to fp32: a bf16 is the high half of its fp32.
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    f[2 * j] = __uint_as_float(words[j] << 16);
+    f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+  }
 }
 
 }  // namespace itera::kernels

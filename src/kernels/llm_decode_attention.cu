@@ -25,6 +25,7 @@
 #include <cstdlib>
 
 #include "itera/cuda/check.hpp"
+#include "src/kernels/common.cuh"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
 #include "src/kernels/mma.cuh"
@@ -61,15 +62,6 @@ struct decode_layout {
   static_assert(states <= decode_warps * warp_ring, "the warps' states must fit in the ring");
 };
 
-// Eight bf16 (16 bytes) widened to fp32: a bf16 is the high half of its fp32.
-__device__ __forceinline__ void widen8(const uint4& v, float* f) {
-  const unsigned words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    f[2 * j] = __uint_as_float(words[j] << 16);
-    f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
-  }
-}
 
 template <int HD, int MG>
 __global__ void __launch_bounds__(decode_threads)
@@ -163,7 +155,7 @@ __global__ void __launch_bounds__(decode_threads)
 #pragma unroll
     for (int c = 0; c < HALF / 8; ++c) {
       float kf[8];
-      widen8(*reinterpret_cast<const uint4*>(krow + c * 8), kf);
+      unpack8(*reinterpret_cast<const uint4*>(krow + c * 8), kf);
 #pragma unroll
       for (int g = 0; g < MG; ++g) {
         if (g >= group) continue;
@@ -215,7 +207,7 @@ __global__ void __launch_bounds__(decode_threads)
         vf[3] = __uint_as_float(raw.y & 0xffff0000u);
       } else {
 #pragma unroll
-        for (int d = 0; d < DPL; d += 8) widen8(*reinterpret_cast<const uint4*>(vt + k * HD + dim0 + d), vf + d);
+        for (int d = 0; d < DPL; d += 8) unpack8(*reinterpret_cast<const uint4*>(vt + k * HD + dim0 + d), vf + d);
       }
 #pragma unroll
       for (int g = 0; g < MG; ++g) {

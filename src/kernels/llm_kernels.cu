@@ -233,15 +233,6 @@ __global__ void attention_kernel(const bf16* qkv, const bf16* k_cache, const bf1
   }
 }
 
-// Eight bf16 (one 16-byte chunk) widened to fp32: a bf16 is the high half of its fp32.
-__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
-  const unsigned words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    f[2 * j] = __uint_as_float(words[j] << 16);
-    f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
-  }
-}
 
 __global__ void swiglu_kernel(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t inter) {
   grid_dependents_launch();
