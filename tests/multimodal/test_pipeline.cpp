@@ -125,6 +125,31 @@ TEST_F(PipelineFolder, ARequestWithABadImageIsLeftOutAndTheImageRecordedByIndex)
   EXPECT_EQ(errors.find("b.jpg"), std::string::npos) << "R18: errors name images by index, not by file: " << errors;
 }
 
+// The memory plan's image sizes: a folder's from the files' headers, in batch order (wrapping
+// around the listing), a file whose header cannot be read left out; a generated set's from its
+// manifest.
+TEST_F(PipelineFolder, BatchImageSizesComeFromTheHeaders) {
+  photo("a.jpg", 1);  // 40 x 30
+  garbage("b.jpg");
+  const auto bytes = encode_jpeg(synthesize_photo(5, 64, 48), 90);
+  std::ofstream(m_dir / "c.jpg", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  pipeline_case c;
+  c.source = m_dir.string();
+  c.batch = 2;
+  c.images = 2;  // images 0, 1, 2, then 0 again
+  const auto sizes = batch_image_sizes(c);
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> want = {{40, 30}, {64, 48}, {40, 30}};
+  EXPECT_EQ(sizes, want);
+  pipeline_case g;
+  g.resolution = 48;
+  g.batch = 3;
+  g.images = 1;
+  const auto generated = batch_image_sizes(g);
+  ASSERT_EQ(generated.size(), 3u);
+  for (const auto& s : generated) EXPECT_EQ(s, (std::pair<std::uint32_t, std::uint32_t>{48, 48}));
+}
+
 TEST_F(PipelineFolder, NoRunnableRequestFailsTheCaseWithEveryImagesError) {
   garbage("a.jpg");
   garbage("b.png");
