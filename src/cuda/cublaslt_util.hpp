@@ -1,6 +1,7 @@
 #pragma once
 // cuBLASLt object holders shared by the cuda workloads (workloads/gemm/gemm_cuda.cu,
-// workloads/llm/llm_cuda.cu): owning pointers to the descriptors and a checked layout maker.
+// workloads/llm/llm_cuda.cu, workloads/multimodal/vit_cuda.cu): owning pointers to the
+// descriptors, a checked layout maker and the algorithm search's preference.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -31,6 +32,17 @@ inline matrix_layout make_layout(cudaDataType_t type, std::int64_t rows, std::in
   ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<std::uint64_t>(rows),
                                                 static_cast<std::uint64_t>(cols), ld));
   return matrix_layout(layout);
+}
+
+// The preference the workloads search cuBLASLt's algorithms with: at most `workspace_bytes` of
+// workspace (the backend's).
+inline matmul_preference make_preference(std::uint64_t workspace_bytes) {
+  cublasLtMatmulPreference_t raw = nullptr;
+  ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
+  matmul_preference pref(raw);
+  ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                          &workspace_bytes, sizeof workspace_bytes));
+  return pref;
 }
 
 }  // namespace itera::cuda

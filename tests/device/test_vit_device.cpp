@@ -29,6 +29,7 @@
 #if ITERA_WITH_CUDA
 #include "itera/core/recorder.hpp"
 #include "itera/cuda/cuda_backend.hpp"
+#include "tests/support/cuda_test.hpp"
 #include "workloads/multimodal/vit_gpu.hpp"
 #endif
 
@@ -83,14 +84,13 @@ double rms(const std::vector<float>& v) {
   return std::sqrt(s / static_cast<double>(std::max<std::size_t>(v.size(), 1)));
 }
 
-class vit_device_test : public ::testing::Test {
+class vit_device_test : public test::cuda_test {
  protected:
   void SetUp() override {
-    const auto availability = cuda_availability();
-    if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
-    dev = make_cuda_backend(0);
+    test::cuda_test::SetUp();
+    dev = m_dev.get();
   }
-  std::unique_ptr<backend> dev;
+  backend* dev = nullptr;  // m_dev's
 
   // The engine on `images` random images against the bf16 reference: both errors within the
   // bound, printed; returns the engine's outputs.

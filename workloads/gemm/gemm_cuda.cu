@@ -377,12 +377,7 @@ class gemm_case {
   // cuBLASLt's candidates for this problem, best first by its heuristic. Skips the case when it
   // has none.
   void find_algorithms() {
-    cublasLtMatmulPreference_t raw = nullptr;
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
-    const matmul_preference pref(raw);
-    const std::uint64_t workspace = m_dev.lt_workspace_size();
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                            &workspace, sizeof workspace));
+    const matmul_preference pref = cuda::make_preference(m_dev.lt_workspace_size());
     cublasLtMatmulHeuristicResult_t results[max_algorithms] = {};
     int returned = 0;
     const cublasStatus_t status =

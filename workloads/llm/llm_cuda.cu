@@ -336,12 +336,7 @@ struct cuda_engine::impl {
     p.a = make_layout(in_type, kk, m, kk);  // W: K x M, used transposed
     p.b = make_layout(in_type, kk, n, kk);  // activations [n][K]
     p.d = make_layout(d_type, m, n, m);         // [n][M], also C
-    cublasLtMatmulPreference_t raw = nullptr;
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
-    const matmul_preference pref(raw);
-    const std::uint64_t workspace = dev.lt_workspace_size();
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                            &workspace, sizeof workspace));
+    const matmul_preference pref = cuda::make_preference(dev.lt_workspace_size());
     cublasLtMatmulHeuristicResult_t result = {};
     int returned = 0;
     ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
@@ -731,12 +726,7 @@ bool query_fp8_products(cuda_backend& dev) {
     const auto a = make_layout(CUDA_R_8F_E4M3, kk, m, kk);
     const auto b = make_layout(CUDA_R_8F_E4M3, kk, n, kk);
     const auto dl = make_layout(d_type, m, n, m);
-    cublasLtMatmulPreference_t raw_pref = nullptr;
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
-    const matmul_preference pref(raw_pref);
-    const std::uint64_t workspace = dev.lt_workspace_size();
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                            &workspace, sizeof workspace));
+    const matmul_preference pref = cuda::make_preference(dev.lt_workspace_size());
     cublasLtMatmulHeuristicResult_t result = {};
     int returned = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), op.get(), a.get(), b.get(), dl.get(),

@@ -124,6 +124,29 @@ std::string error_text(const std::vector<image_error>& errors) {
   return s;
 }
 
+// residency=staged: a load or unload as a stage of its own in `rec`, begun once the work queued
+// before it has finished (model_stager::wait), so that it times only itself. Nothing when resident.
+template <class Step>
+void staging_stage(model_stager* stager, stage_recorder& rec, const char* name, Step&& step) {
+  if (!stager) return;
+  stager->wait();
+  auto sc = rec.enter(name);
+  step(sc);
+}
+
+// `work` with the encoder on the device: loaded and given back around it, untimed, when staged.
+template <class Work>
+void with_encoder(model_stager* stager, Work&& work) {
+  if (!stager) return work();
+  stage_recorder untimed;
+  {
+    auto sc = untimed.enter("load_encoder");
+    stager->load_encoder(sc);
+  }
+  work();
+  stager->unload_encoder();
+}
+
 // The contexts and the images' tokens staged in the engine for the next prefill.
 void stage_context(llm::engine& lm, stage_recorder& rec, const prepared_context& ctx, const image_tokens& tokens) {
   auto sc = rec.enter("context");
@@ -285,41 +308,27 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
   std::vector<std::vector<std::int32_t>> ids(wave.size());
   // The encoder and projector over the views, each model loaded around its use when staged.
   const auto encode = [&](stage_recorder& rec) {
-    if (stager) {
-      stager->wait();
-      auto sc = rec.enter("load_encoder");
-      stager->load_encoder(sc);
-    }
+    staging_stage(stager, rec, "load_encoder", [&](stage_recorder::scope& sc) { stager->load_encoder(sc); });
     image_tokens tokens;
     {
       auto sc = rec.enter("vision");
       tokens = vision.encode(views, rec);
     }
-    if (stager) {
-      stager->wait();
-      auto sc = rec.enter("unload_encoder");
-      stager->unload_encoder();
-    }
+    staging_stage(stager, rec, "unload_encoder", [&](stage_recorder::scope&) { stager->unload_encoder(); });
     return tokens;
   };
   // The images' tokens into the language model: context, then the llm workload's generation (its
   // prefill, decode and, with ids, d2h stages nested in "generation").
   const auto generate = [&](stage_recorder& rec, const image_tokens& tokens, bool to_host) {
-    if (stager) {
-      stager->wait();
-      auto sc = rec.enter("load_language_model");
-      stager->load_language_model(sc);
-    }
+    staging_stage(stager, rec, "load_language_model",
+                  [&](stage_recorder::scope& sc) { stager->load_language_model(sc); });
     stage_context(lm, rec, ctx, tokens);
     {
       auto sc = rec.enter("generation");
       llm::generate_wave(lm, rec, wave, true, to_host ? &ids : nullptr);
     }
-    if (stager) {
-      stager->wait();
-      auto sc = rec.enter("unload_language_model");
-      stager->unload_language_model();
-    }
+    staging_stage(stager, rec, "unload_language_model",
+                  [&](stage_recorder::scope&) { stager->unload_language_model(); });
   };
   // One repetition of the loop, its stages in `rec`.
   const auto pass = [&](stage_recorder& rec) {
@@ -358,15 +367,7 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
       if (s.depth == 0) cold.emplace_back(s.path, s.host_ns);
     cold.emplace_back("total", total_ns);
   }
-  if (stager) {
-    stage_recorder untimed_load;
-    auto sc = untimed_load.enter("load_encoder");
-    stager->load_encoder(sc);
-    vision.prepare(views);
-    stager->unload_encoder();
-  } else {
-    vision.prepare(views);
-  }
+  with_encoder(stager, [&] { vision.prepare(views); });
   auto& rec = st.stages();
   st.exec([&] { pass(rec); });
 
@@ -412,12 +413,8 @@ void record_precision_quality(case_state& st, precision_check& check, const pipe
   // The image tokens of the batch again (the compute loop's input, or the last pass's), where the
   // vision side keeps them: the engines read them from there.
   stage_recorder untimed;
-  if (stager) {
-    auto sc = untimed.enter("load_encoder");
-    stager->load_encoder(sc);
-  }
-  const image_tokens tokens = vision.encode(batch.views, untimed);
-  if (stager) stager->unload_encoder();
+  image_tokens tokens;
+  with_encoder(stager, [&] { tokens = vision.encode(batch.views, untimed); });
   const llm::embedding_rows rows{ctx.image_rows, tokens.values, tokens.on_device};
   llm::quality_figures f;
   try {

@@ -34,7 +34,7 @@ class cuda_vision final : public vision_side {
       : m_dev(dev),
         m_max_images(static_cast<std::size_t>(c.batch * c.images)),
         m_pre(dev, c.preprocess),
-        m_vit(dev, random_vit_weights(c.vision, dtype::bf16, c.seed), options(c)) {}
+        m_vit(dev, random_vit_weights(c.vision, dtype::bf16, c.seed), options(c, c.batch)) {}
 
   void decode(const read_batch& files, std::vector<char>& ok, std::vector<image_error>& errors) override {
     if (!m_decoder) {
@@ -97,7 +97,6 @@ class cuda_vision final : public vision_side {
   }
 
  private:
-  static vit_engine_options options(const pipeline_case& c) { return options(c, c.batch); }
   backend& m_dev;
   std::size_t m_max_images;
   gpu_preprocessor m_pre;

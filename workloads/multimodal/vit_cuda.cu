@@ -230,7 +230,7 @@ struct gpu_vit::impl {
   }
 
   ~impl() {
-    (void)cudaStreamSynchronize(dev.stream());  // nothing queued may outlive the buffers
+    if (weights.data()) (void)cudaStreamSynchronize(dev.stream());  // nothing queued may outlive the buffers
     if (graph) (void)cudaGraphExecDestroy(graph);
   }
 
@@ -432,12 +432,7 @@ struct gpu_vit::impl {
     p.b = make_layout(CUDA_R_16BF, s.kk, s.rows, s.kk);  // activations [rows][K]
     p.d = make_layout(s.fp32_out ? CUDA_R_32F : CUDA_R_16BF, s.m, s.rows, s.m);  // [rows][M], also C
 
-    cublasLtMatmulPreference_t raw = nullptr;
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw));
-    const matmul_preference pref(raw);
-    const std::uint64_t workspace = dev.lt_workspace_size();
-    ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                            &workspace, sizeof workspace));
+    const matmul_preference pref = cuda::make_preference(dev.lt_workspace_size());
     constexpr int max_candidates = 8;
     cublasLtMatmulHeuristicResult_t results[max_candidates] = {};
     int returned = 0;
