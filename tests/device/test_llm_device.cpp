@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -682,6 +683,76 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
                 us > 0 ? mb * 1e6 / (us * 1e3) : 0.0);
   }
   std::printf("  %-30s %6s %12.2f\n", "sum of top-level stages", "", total_us);
+}
+
+TEST_F(llm_cuda, prefill_timing_llama_3_1_8b_shape) {
+  // Not a gate: where a prefill's time goes at the llama-3.1-8b shape, batch 1 (issue 3's target:
+  // 2048 tokens at 80% of the bf16 GEMM ceiling). ITERA_LLM_PREFILL_TOKENS sets the prompt (default
+  // 2048), ITERA_LLM_TIMING_WEIGHTS the weights. Prints each stage's device time per pass and, for
+  // the products and the attention, the FLOP/s it reaches.
+  const model_config c = preset("llama-3.1-8b");
+  const char* tokens_env = std::getenv("ITERA_LLM_PREFILL_TOKENS");
+  const std::int64_t prompt = tokens_env ? std::max<std::int64_t>(2, std::atoll(tokens_env)) : 2048;
+  const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");
+  const dtype weights = weights_env ? parse_dtype(weights_env) : dtype::bf16;
+  constexpr int passes = 3;
+  engine_options opts;
+  opts.weights = weights;
+  opts.max_context = prompt + 8;
+  opts.max_prompt = prompt;
+  const double needed = weight_bytes(c, weights) + 8.0 * (1 << 30);
+  if (static_cast<double>(m_dev->memory().free_bytes) < needed) GTEST_SKIP() << "needs about " << needed / 1e9 << " GB";
+  cuda_engine eng(*m_dev, c, 1, opts);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(prompt));
+  for (auto& t : ids) t = id(rng);
+  (void)eng.prefill(ids, prompt);  // warm: plans, first launches
+
+  double best_ms = 1e30;
+  for (int i = 0; i < passes; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)eng.prefill(ids, prompt);
+    const auto t1 = std::chrono::steady_clock::now();
+    best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+
+  itera::stage_recorder rec(m_dev->clock(), &m_dev->memory_tracking());
+  for (int i = 0; i < passes; ++i) (void)eng.prefill(ids, prompt, false, &rec);
+  const auto stages = rec.finish();
+  const double t = static_cast<double>(prompt), hidden = static_cast<double>(c.hidden);
+  const double layers = static_cast<double>(c.layers);
+  const double qkv_width = static_cast<double>(c.q_dim() + 2 * c.kv_dim());
+  auto flops_of = [&](const std::string& path) -> double {
+    const auto leaf = path.substr(path.rfind('/') + 1);
+    if (leaf == "qkv") return 2 * t * qkv_width * hidden * layers;
+    if (leaf == "o_proj") return 2 * t * hidden * static_cast<double>(c.q_dim()) * layers;
+    if (leaf == "gate_up") return 2 * t * 2 * static_cast<double>(c.intermediate) * hidden * layers;
+    if (leaf == "down") return 2 * t * hidden * static_cast<double>(c.intermediate) * layers;
+    if (leaf == "attention")  // causal: query i sees i + 1 keys; QK^T and PV
+      return 4.0 * static_cast<double>(c.heads * c.head_dim) * t * (t + 1) / 2 * layers;
+    if (leaf == "lm_head") return 2 * hidden * static_cast<double>(c.vocab);
+    return 0;
+  };
+  std::printf("llama-3.1-8b %s prefill of %lld tokens: %.2f ms per call (host clock, best of %d, ids staged "
+              "and logits read back included)\n",
+              std::string(dtype_name(weights)).c_str(), static_cast<long long>(prompt), best_ms, passes);
+  std::printf("prefill by stage (%d passes, device time: %s)\n", passes,
+              stages.empty() ? "none" : stages.front().device_time_method.c_str());
+  std::printf("  %-30s %6s %12s %10s\n", "stage", "calls", "ms/pass", "TFLOP/s");
+  double total_ms = 0, flops = 0;
+  for (const auto& st : stages) {
+    const double ms = st.device_ns < 0 ? -1 : st.device_ns / 1e6 / passes;
+    const double f = flops_of(st.path);
+    if (st.depth == 0 && ms > 0) total_ms += ms;
+    std::printf("  %-30s %6llu %12.3f %10.1f\n",
+                (std::string(2 * static_cast<std::size_t>(st.depth), ' ') + st.path).c_str(),
+                static_cast<unsigned long long>(st.calls / passes), ms, f > 0 && ms > 0 ? f / (ms * 1e-3) / 1e12 : 0.0);
+    flops += f;
+  }
+  std::printf("  %-30s %6s %12.3f %10.1f\n", "sum of top-level stages", "", total_ms,
+              total_ms > 0 ? flops / (total_ms * 1e-3) / 1e12 : 0.0);
+  EXPECT_GT(total_ms, 0);
 }
 
 #endif

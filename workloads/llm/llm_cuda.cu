@@ -598,7 +598,8 @@ struct cuda_engine::impl {
       if (busy[static_cast<std::size_t>(i)]) ++held[static_cast<std::size_t>(i)];
   }
 
-  void prefill_range(std::int64_t first, std::int64_t count, std::int64_t prompt, bool all) {
+  void prefill_range(std::int64_t first, std::int64_t count, std::int64_t prompt, bool all,
+                     stage_recorder* rec = nullptr) {
     if (first < 0 || count < 1 || first + count > o.batch)
       throw usage_error(cat("llm cuda engine: slots ", first, "..", first + count - 1, " outside 0..", o.batch - 1));
     if (prompt < 1 || prompt > o.max_prompt)
@@ -611,7 +612,7 @@ struct cuda_engine::impl {
     dev.make_current();
     ITERA_CUDA_CHECK(cudaMemsetAsync(lengths.as<std::int32_t>() + first, 0, static_cast<std::size_t>(count) * 4,
                                      dev.stream()));
-    forward(first, count, prompt, true, all);
+    forward(first, count, prompt, true, all, rec);
     inputs = 0;  // given for this prefill only
     input_values = nullptr;
     for (std::int64_t i = first; i < first + count; ++i) {
@@ -892,14 +893,15 @@ std::vector<std::vector<std::int32_t>> cuda_engine::take_recorded() {
   return out;
 }
 
-std::vector<float> cuda_engine::prefill(std::span<const std::int32_t> ids, std::int64_t prompt, bool all_positions) {
+std::vector<float> cuda_engine::prefill(std::span<const std::int32_t> ids, std::int64_t prompt, bool all_positions,
+                                        stage_recorder* recorder) {
   const engine_options& o = m->o;
   if (all_positions && !o.all_position_logits)
     throw std::logic_error("llm cuda engine: all-position logits need engine_options::all_position_logits");
   if (prompt < 1 || static_cast<std::int64_t>(ids.size()) != o.batch * prompt)
     throw usage_error(cat("llm cuda engine: ", ids.size(), " prompt ids for ", o.batch, " sequences of ", prompt));
   m->stage_ids(ids);
-  m->prefill_range(0, o.batch, prompt, all_positions);
+  m->prefill_range(0, o.batch, prompt, all_positions, recorder);
   return m->read_logits(all_positions ? o.batch * prompt : o.batch);
 }
 

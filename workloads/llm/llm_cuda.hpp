@@ -144,8 +144,10 @@ class cuda_engine final : public engine {
   // Empties every slot and runs `tokens` ([batch x prompt] row-major, one prompt per sequence, all
   // of length `prompt`) into the caches. Returns fp32 logits: [batch x vocab] for the last
   // position of each sequence, or [batch x prompt x vocab] when `all_positions` (needs the
-  // option). Leaves each sequence's argmax in the device ids, ready for decode_device().
-  std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt, bool all_positions = false);
+  // option). Leaves each sequence's argmax in the device ids, ready for decode_device(). With a
+  // recorder, each part of the pass opens a scope in it as decode_device() does.
+  std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt, bool all_positions = false,
+                             stage_recorder* recorder = nullptr);
 
   // After prefill_staged(first, count, ...): the fp32 logits of those sequences' last positions,
   // [count x vocab] (waits for the stream).
