@@ -111,15 +111,90 @@ __device__ __forceinline__ void load_q_fragments(const unsigned char* sq, int fi
   }
 }
 
+// 2^x on the special function unit, denormal results flushed to zero (probabilities that small add
+// nothing to a sum that holds at least one 1): one instruction, where exp2f adds range fix-ups.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The online softmax of one tile's scores s (the warp's 16 rows x 64 keys k0 .., mma C fragments:
+// s[n] holds keys k0 + 8n ..), in base 2: with Masking, keys for which allowed(key, row_hi) is
+// false are set to -inf first (only the tiles that need it pay for the test). The running max is
+// kept scaled (m = max(s) x scale_log2: the scale is positive), so each probability is one fused
+// multiply-add and one ex2: p = 2^(s x scale_log2 - m). The running max and sum move on, O is
+// rescaled, and s is left holding P, the unnormalised probabilities (fp32). Shared by the mma.sync
+// and the wgmma (sm_90a) kernels, whose accumulators have this layout.
+template <bool Masking, int DP, class Allowed>
+__device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[tile_k / 8][4], int k0,
+                                               const Allowed& allowed, float scale_log2, int lane) {
+  constexpr int NT = DP / 8;
+  if constexpr (Masking) {
+    const int t4 = lane % 4;
+#pragma unroll
+    for (int n = 0; n < tile_k / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = k0 + n * 8 + 2 * t4 + e;
+        if (!allowed(key, false)) s[n][e] = -INFINITY;
+        if (!allowed(key, true)) s[n][2 + e] = -INFINITY;
+      }
+    }
+  }
+  float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < tile_k / 8; ++n) {
+    tmax_lo = fmaxf(tmax_lo, fmaxf(s[n][0], s[n][1]));
+    tmax_hi = fmaxf(tmax_hi, fmaxf(s[n][2], s[n][3]));
+  }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
+    tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
+  }
+  // Every row's first tile holds key 0, which no row masks, so the running max is finite from then on.
+  const float mn_lo = fmaxf(st.m_lo, tmax_lo * scale_log2), mn_hi = fmaxf(st.m_hi, tmax_hi * scale_log2);
+  const float a_lo = exp2_approx(st.m_lo - mn_lo), a_hi = exp2_approx(st.m_hi - mn_hi);
+  st.m_lo = mn_lo;
+  st.m_hi = mn_hi;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    st.o[n][0] *= a_lo;
+    st.o[n][1] *= a_lo;
+    st.o[n][2] *= a_hi;
+    st.o[n][3] *= a_hi;
+  }
+  float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+  for (int n = 0; n < tile_k / 8; ++n) {
+    s[n][0] = exp2_approx(fmaf(s[n][0], scale_log2, -mn_lo));
+    s[n][1] = exp2_approx(fmaf(s[n][1], scale_log2, -mn_lo));
+    s[n][2] = exp2_approx(fmaf(s[n][2], scale_log2, -mn_hi));
+    s[n][3] = exp2_approx(fmaf(s[n][3], scale_log2, -mn_hi));
+    sum_lo += s[n][0] + s[n][1];
+    sum_hi += s[n][2] + s[n][3];
+  }
+  st.l_lo = fmaf(st.l_lo, a_lo, sum_lo);
+  st.l_hi = fmaf(st.l_hi, a_hi, sum_hi);
+}
+
+// P's A fragment (bf16) for keys 16 kk .. 16 kk + 15, straight from the softmax's registers.
+__device__ __forceinline__ void p_fragment(const float (&s)[tile_k / 8][4], int kk, unsigned (&pa)[4]) {
+  pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+  pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+  pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
 // One tile of 64 keys (k0 ..) against the warp's 16 rows: S = Q K^T on tensor cores, the online
-// softmax in base 2 (keys for which allowed(key, row_hi) is false masked when `masking`), O += P V.
-// Only the first `groups` 16-key groups of the tile are computed (the rest hold no key).
+// softmax, O += P V. Only the first `groups` 16-key groups of the tile are computed (the rest hold
+// no key).
 template <int DP, class Allowed>
 __device__ __forceinline__ void attend_tile(warp_rows<DP>& st, const unsigned (&qf)[DP / 16][4], const unsigned char* kt,
                                             const unsigned char* vt, int k0, int groups, bool masking,
                                             const Allowed& allowed, float scale_log2, int lane) {
   constexpr int KS = DP / 16, NT = DP / 8;
-  const int t4 = lane % 4;
   // S = Q K^T: 16 rows x 64 keys per warp, n-tile n holds keys k0 + 8n .. + 7.
   float s[tile_k / 8][4];
 #pragma unroll
@@ -136,53 +211,14 @@ __device__ __forceinline__ void attend_tile(warp_rows<DP>& st, const unsigned (&
       mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
     }
   }
-  float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
-#pragma unroll
-  for (int n = 0; n < tile_k / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int key = k0 + n * 8 + 2 * t4 + e;
-      s[n][e] = (!masking || allowed(key, false)) ? s[n][e] * scale_log2 : -INFINITY;
-      s[n][2 + e] = (!masking || allowed(key, true)) ? s[n][2 + e] * scale_log2 : -INFINITY;
-      tmax_lo = fmaxf(tmax_lo, s[n][e]);
-      tmax_hi = fmaxf(tmax_hi, s[n][2 + e]);
-    }
-  }
-#pragma unroll
-  for (int off = 1; off <= 2; off <<= 1) {
-    tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
-    tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
-  }
-  // Every row's first tile holds key 0, which no row masks, so the running max is finite from then on.
-  const float mn_lo = fmaxf(st.m_lo, tmax_lo), mn_hi = fmaxf(st.m_hi, tmax_hi);
-  const float a_lo = exp2f(st.m_lo - mn_lo), a_hi = exp2f(st.m_hi - mn_hi);
-  st.m_lo = mn_lo;
-  st.m_hi = mn_hi;
-  st.l_lo *= a_lo;
-  st.l_hi *= a_hi;
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    st.o[n][0] *= a_lo;
-    st.o[n][1] *= a_lo;
-    st.o[n][2] *= a_hi;
-    st.o[n][3] *= a_hi;
-  }
-#pragma unroll
-  for (int n = 0; n < tile_k / 8; ++n) {
-    s[n][0] = exp2f(s[n][0] - mn_lo);
-    s[n][1] = exp2f(s[n][1] - mn_lo);
-    s[n][2] = exp2f(s[n][2] - mn_hi);
-    s[n][3] = exp2f(s[n][3] - mn_hi);
-    st.l_lo += s[n][0] + s[n][1];
-    st.l_hi += s[n][2] + s[n][3];
-  }
+  if (masking) online_softmax<true, DP>(st, s, k0, allowed, scale_log2, lane);
+  else online_softmax<false, DP>(st, s, k0, allowed, scale_log2, lane);
   // O += P V: P's A fragments from the S accumulators (keys 16 kk .. + 15), V by ldmatrix.trans.
 #pragma unroll
   for (int kk = 0; kk < tile_k / 16; ++kk) {
     if (kk >= groups) continue;
-    const unsigned pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                            pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                            pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    unsigned pa[4];
+    p_fragment(s, kk, pa);
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       unsigned vb[4];
@@ -294,9 +330,10 @@ __global__ void __launch_bounds__(threads, min_blocks(DP))
 
 // Launches attention_kernel<D, DP, Policy> over `grid` (the policy reads blockIdx), setting the
 // kernel's shared memory limit once per process when it needs more than the default 48 KiB.
-// `scale` multiplies the scores (natural base; the kernel works in base 2).
+// `scale` multiplies the scores (natural base; the kernel works in base 2). Callers use
+// flash_attention_wgmma.cuh: launch_attention, which takes the wgmma kernel where it runs.
 template <int D, class Policy>
-void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
+void launch_mma_sync_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
   constexpr int DP = padded_head_dim(D);
   constexpr std::size_t bytes = layout<DP>::bytes;
   static const bool ready = [] {

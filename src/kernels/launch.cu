@@ -49,4 +49,22 @@ bool programmatic_launch_enabled() {
   return allowed && device_is_sm90_or_later();
 }
 
+bool wgmma_available() {
+#if defined(ITERA_CUDA_SM90A)
+  static const bool switched_off = [] {
+    const char* v = std::getenv("ITERA_ATTENTION_WGMMA");
+    return v && std::strcmp(v, "0") == 0;
+  }();
+  if (switched_off || device_compute_major() != 9) return false;
+  // sm_90a code runs on compute capability 9.0 exactly (where the runtime picks it over the other
+  // targets). The minor number is asked each time: 0 cannot mark "not asked" in cached_attribute.
+  int device = 0, minor = 0;
+  ITERA_CUDA_CHECK(cudaGetDevice(&device));
+  ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return minor == 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace itera::kernels

@@ -40,6 +40,10 @@ int device_multiprocessors();
 bool device_is_sm90_or_later();
 // PDL is used for launches on the current device (sm_90 or later, not switched off).
 bool programmatic_launch_enabled();
+// The current device is compute capability 9.0 and this binary holds sm_90a code (built with 90a
+// among the CUDA architectures: ITERA_CUDA_SM90A), so kernels using wgmma may run;
+// ITERA_ATTENTION_WGMMA=0 says no (A/B runs against the sm_80 kernels).
+bool wgmma_available();
 
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "itera/cuda/check.hpp"
-#include "src/kernels/flash_attention.cuh"
+#include "src/kernels/flash_attention_wgmma.cuh"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
 

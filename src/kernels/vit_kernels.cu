@@ -15,7 +15,7 @@
 #include "itera/cuda/check.hpp"
 #include "src/cuda/text.hpp"
 #include "src/kernels/common.cuh"
-#include "src/kernels/flash_attention.cuh"
+#include "src/kernels/flash_attention_wgmma.cuh"
 #include "src/kernels/launch.cuh"
 
 namespace itera::kernels::vit {
