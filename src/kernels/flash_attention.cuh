@@ -123,13 +123,15 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // s[n] holds keys k0 + 8n ..), in base 2: with Masking, keys for which allowed(key, row_hi) is
 // false are set to -inf first (only the tiles that need it pay for the test). The running max is
 // kept scaled (m = max(s) x scale_log2: the scale is positive), so each probability is one fused
-// multiply-add and one ex2: p = 2^(s x scale_log2 - m). The running max and sum move on, O is
-// rescaled, and s is left holding P, the unnormalised probabilities (fp32). Shared by the mma.sync
-// and the wgmma (sm_90a) kernels, whose accumulators have this layout.
+// multiply-add and one ex2: p = 2^(s x scale_log2 - m). The running max and sum move on, s is left
+// holding P, the unnormalised probabilities (fp32), and a_lo, a_hi get the factor O must be
+// rescaled by (rescale below) before P V is added; returns false when that factor is 1 for all the
+// warp's rows (warp-uniform: the rescale may be skipped). Shared by the mma.sync and the wgmma (sm_90a)
+// kernels, whose accumulators have this layout.
 template <bool Masking, int DP, class Allowed>
-__device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[tile_k / 8][4], int k0,
-                                               const Allowed& allowed, float scale_log2, int lane) {
-  constexpr int NT = DP / 8;
+__device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_k / 8][4], int k0,
+                                             const Allowed& allowed, float scale_log2, int lane, float& a_lo,
+                                             float& a_hi) {
   if constexpr (Masking) {
     const int t4 = lane % 4;
 #pragma unroll
@@ -153,18 +155,19 @@ __device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[til
     tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
     tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
   }
-  // Every row's first tile holds key 0, which no row masks, so the running max is finite from then on.
-  const float mn_lo = fmaxf(st.m_lo, tmax_lo * scale_log2), mn_hi = fmaxf(st.m_hi, tmax_hi * scale_log2);
-  const float a_lo = exp2_approx(st.m_lo - mn_lo), a_hi = exp2_approx(st.m_hi - mn_hi);
+  // The reference max moves only when some row of the warp would exceed it by more than
+  // rescale_threshold (log2 units): otherwise the probabilities stay below 2^threshold = 256 (safe
+  // in fp32 and bf16, and exact after the final division by l), O needs no rescale and the warp
+  // skips its O x 1 multiplies (FlashAttention-4's conditional rescaling). Every row's first tile
+  // holds key 0, which no row masks, so the reference is finite from then on.
+  constexpr float rescale_threshold = 8.0f;
+  const float cand_lo = tmax_lo * scale_log2, cand_hi = tmax_hi * scale_log2;
+  const bool moves = __any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold);
+  const float mn_lo = moves ? fmaxf(st.m_lo, cand_lo) : st.m_lo, mn_hi = moves ? fmaxf(st.m_hi, cand_hi) : st.m_hi;
+  a_lo = moves ? exp2_approx(st.m_lo - mn_lo) : 1.0f;
+  a_hi = moves ? exp2_approx(st.m_hi - mn_hi) : 1.0f;
   st.m_lo = mn_lo;
   st.m_hi = mn_hi;
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    st.o[n][0] *= a_lo;
-    st.o[n][1] *= a_lo;
-    st.o[n][2] *= a_hi;
-    st.o[n][3] *= a_hi;
-  }
   float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
   for (int n = 0; n < tile_k / 8; ++n) {
@@ -177,6 +180,27 @@ __device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[til
   }
   st.l_lo = fmaf(st.l_lo, a_lo, sum_lo);
   st.l_hi = fmaf(st.l_hi, a_hi, sum_hi);
+  return moves;
+}
+
+// O *= a, per row.
+template <int NT>
+__device__ __forceinline__ void rescale(float (&o)[NT][4], float a_lo, float a_hi) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    o[n][0] *= a_lo;
+    o[n][1] *= a_lo;
+    o[n][2] *= a_hi;
+    o[n][3] *= a_hi;
+  }
+}
+
+// softmax_tile, then O rescaled at once (the mma.sync kernel).
+template <bool Masking, int DP, class Allowed>
+__device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[tile_k / 8][4], int k0,
+                                               const Allowed& allowed, float scale_log2, int lane) {
+  float a_lo, a_hi;
+  if (softmax_tile<Masking, DP>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi)) rescale(st.o, a_lo, a_hi);
 }
 
 // P's A fragment (bf16) for keys 16 kk .. 16 kk + 15, straight from the softmax's registers.

@@ -12,11 +12,13 @@
 // One block is one warpgroup (four warps, 128 threads) and takes 64 query rows, as before; per
 // tile of 64 keys:
 //   S = Q K^T   D / 16 wgmma m64n64k16, Q and K read from shared memory by descriptor
-//   softmax     online_softmax of flash_attention.cuh on the accumulators (the same layout)
+//   softmax     softmax_tile of flash_attention.cuh on the accumulators (the same layout)
 //   O += P V    4 wgmma m64nDk16, P from registers (bf16 A fragments), V from shared memory,
 //               transposed by the instruction (N-major)
-// K and V are double-buffered with cp.async as before; each thread fences its copies into the
-// async proxy before the barrier that hands the tile to wgmma. Tiles use the 128-byte swizzle
+// The scores of tile j + 1 and P V of tile j are issued together, and the softmax of tile j + 1
+// runs while P V does (the order of FlashAttention-3, within one warpgroup). K and V go through three
+// cp.async buffers (tile j + 2 loads meanwhile); each thread fences its copies into the async
+// proxy before the barrier that hands a tile to wgmma. Tiles use the 128-byte swizzle
 // layout of wgmma.cuh (rows of 64 bf16; a 128-wide head is two such tiles side by side).
 // Every warp of the warpgroup computes every key tile of the block (wgmma is warpgroup-wide): on a
 // causal diagonal tile the warps whose rows end before the tile's keys compute masked scores.
@@ -61,13 +63,16 @@ __device__ __forceinline__ void load_tile(unsigned char* dst, const bf16* src, s
   }
 }
 
+// Q, then three buffers of K and of V: tile j in buffer j % 3, so that tile j + 2 can load while
+// S = Q K^T of tile j + 1 and P V of tile j run.
+constexpr int stages = 3;
 template <int D>
 struct layout {
   static constexpr std::size_t tile = static_cast<std::size_t>(tile_k) * D * 2;  // a multiple of 1024
   static constexpr std::size_t q = 0;
   static constexpr std::size_t k = q + static_cast<std::size_t>(tile_q) * D * 2;
-  static constexpr std::size_t v = k + 2 * tile;
-  static constexpr std::size_t bytes = v + 2 * tile;
+  static constexpr std::size_t v = k + stages * tile;
+  static constexpr std::size_t bytes = v + stages * tile;  // D = 128: 112 KiB, two blocks per SM
 };
 
 // Q K^T of one key tile: s = Q [64][D] x K [64][D]^T, both tiles in the swizzle layout.
@@ -98,7 +103,7 @@ __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned 
 }
 
 template <int D, class Policy>
-__global__ void __launch_bounds__(threads, 2) attention_kernel(const Policy policy, float scale_log2) {
+__global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(const Policy policy, float scale_log2) {
   static_assert(D == 64 || D == 128, "the wgmma attention takes head_dim 64 or 128");
   static_assert(threads == 128 && tile_q == 64 && tile_k == 64 && warp_rows_per_warp == 16, "one warpgroup, 64 rows");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -138,36 +143,78 @@ __global__ void __launch_bounds__(threads, 2) attention_kernel(const Policy poli
   st.reset();
   const unsigned q_addr = smem_addr(sq);
   const std::int64_t tiles = (w.keys + tile_k - 1) / tile_k;
-  for (std::int64_t j = 0; j < tiles; ++j) {
-    const int b = static_cast<int>(j & 1);
-    cp_async_wait<0>();
-    wgmma::fence_proxy_async();
-    __syncthreads();  // tile j (and Q) landed and is visible to wgmma; everyone is done with the other buffer
-    if (j + 1 < tiles) issue_kv((j + 1) * tile_k, b ^ 1);
-    cp_async_commit();
-    const int k0 = static_cast<int>(j) * tile_k;
-    float s[tile_k / 8][4];
-    wgmma::fence();
-    scores<D>(s, q_addr, smem_addr(k_buf(b)));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operands(s);
+  const auto buffer = [](std::int64_t j) { return static_cast<int>(j % stages); };
+  // Tile 0 (with Q) and tile 1 in flight; S of tile 0.
+  if (tiles > 1) issue_kv(tile_k, 1);
+  cp_async_commit();
+  cp_async_wait<1>();
+  wgmma::fence_proxy_async();
+  __syncthreads();
+  // The softmax of tile t: P (fp32) in s, O's rescale factor into a_lo, a_hi. P becomes the bf16 A
+  // fragments (pa) only once the P V before it is done: that one reads pa while it runs.
+  float s[tile_k / 8][4];
+  unsigned pa[tile_k / 16][4];
+  float a_lo = 0.0f, a_hi = 0.0f;
+  bool moved = false;  // O needs the rescale by a_lo, a_hi (warp-uniform)
+  const auto softmax = [&](std::int64_t t) {
+    const int k0 = static_cast<int>(t) * tile_k;
     bool masking;
     if constexpr (Policy::causal) masking = k0 > diag_from - 1;
     else masking = k0 + tile_k > keys;
-    if (masking) online_softmax<true, D>(st, s, k0, allowed, scale_log2, lane);
-    else online_softmax<false, D>(st, s, k0, allowed, scale_log2, lane);
-    const int groups = (min(tile_k, keys - k0) + 15) / 16;
-    unsigned pa[tile_k / 16][4];
+    if (masking) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+    else moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+  };
+  const auto pack = [&] {
 #pragma unroll
     for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment(s, kk, pa[kk]);
+  };
+  wgmma::fence();
+  scores<D>(s, q_addr, smem_addr(k_buf(0)));
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(s);
+  softmax(0);
+  pack();
+
+  // Step j, P of tile j in pa: S of tile j + 1 and then P V of tile j go to the tensor cores; the
+  // softmax of tile j + 1 runs on the others while P V does (the order of FlashAttention-3). The
+  // last tile's P V is peeled off, so that every step issues both (ptxas serialises the products
+  // when the groups in flight differ between paths).
+  // O rescaled by the factor of the tile whose P V comes next, once nothing is in flight: ptxas
+  // serialises the products when registers of one may be written between the issue of another
+  // and the wait.
+  const auto rescale_o = [&] {
+    if (moved) rescale(st.o, a_lo, a_hi);
+  };
+  const auto add_pv = [&](std::int64_t j) {
+    const int groups = (min(tile_k, keys - static_cast<int>(j) * tile_k) + 15) / 16;
     wgmma::fence_operands(st.o);
     wgmma::fence();
-    accumulate<D>(st.o, pa, smem_addr(v_buf(b)), groups);
+    accumulate<D>(st.o, pa, smem_addr(v_buf(buffer(j))), groups);
     wgmma::commit();
+  };
+  for (std::int64_t j = 0; j + 1 < tiles; ++j) {
+    cp_async_wait<0>();  // tile j + 1, issued a step ago
+    wgmma::fence_proxy_async();
+    __syncthreads();  // ... visible to wgmma; every warp is past step j - 1, so tile j - 1's buffer is free
+    if (j + 2 < tiles) issue_kv((j + 2) * tile_k, buffer(j + 2));
+    cp_async_commit();
+    wgmma::fence_operands(s);
+    wgmma::fence();
+    scores<D>(s, q_addr, smem_addr(k_buf(buffer(j + 1))));
+    wgmma::commit();
+    add_pv(j);
+    wgmma::wait<1>();  // the scores of tile j + 1
+    wgmma::fence_operands(s);
+    softmax(j + 1);
     wgmma::wait<0>();
     wgmma::fence_operands(st.o);
+    rescale_o();  // for P V of tile j + 1 (tile 0's needs none: O is 0)
+    pack();
   }
+  add_pv(tiles - 1);
+  wgmma::wait<0>();
+  wgmma::fence_operands(st.o);
   cp_async_wait<0>();
   if (my_first >= rows) return;
   const block_output dst = policy.output();
