@@ -279,6 +279,29 @@ __device__ __forceinline__ void store_rows(warp_rows<DP>& st, bf16* out, std::in
   }
 }
 
+// Which keys a thread's two rows (g and g + 8 of its warp's 16, from the block's row my_first) may
+// see. Causal: keys after a row's position (positions fit in int: max_context is far below 2^31),
+// so only the diagonal tiles need the test. Otherwise: keys at or past the last (the partial last
+// tile).
+template <bool Causal>
+struct key_mask {
+  int pos_lo, pos_hi, diag_from, keys;
+  __device__ key_mask(const block_work& w, int my_first, int g)
+      : pos_lo(static_cast<int>(w.first_pos) + my_first + g),
+        pos_hi(pos_lo + 8),
+        diag_from(static_cast<int>(w.first_pos) + my_first - tile_k + 1),
+        keys(static_cast<int>(w.keys)) {}
+  __device__ bool operator()(int key, bool hi) const {
+    if constexpr (Causal) return key <= (hi ? pos_hi : pos_lo);
+    else return key < keys;
+  }
+  // Whether the tile of keys k0 .. k0 + 63 holds a key some row may not see.
+  __device__ bool tile_needs_mask(int k0) const {
+    if constexpr (Causal) return k0 > diag_from - 1;
+    else return k0 + tile_k > keys;
+  }
+};
+
 template <int D, int DP, class Policy>
 __global__ void __launch_bounds__(threads, min_blocks(DP))
     attention_kernel(const Policy policy, float scale_log2) {
@@ -308,18 +331,10 @@ __global__ void __launch_bounds__(threads, min_blocks(DP))
 
   const int my_first = warp * warp_rows_per_warp;
   const bool warp_active = my_first < rows;
-  // Causal: the last position of the warp's rows, this thread's two rows' positions (positions fit
-  // in int: max_context is far below 2^31), and the first key tile that needs masking.
+  // Causal: the last position of the warp's rows (tiles after it are skipped).
   const std::int64_t warp_last_pos = w.first_pos + min(my_first + warp_rows_per_warp, rows) - 1;
-  const int pos_lo = static_cast<int>(w.first_pos) + my_first + g, pos_hi = pos_lo + 8;
-  const int diag_from = static_cast<int>(w.first_pos) + my_first - tile_k + 1;
-  const int keys = static_cast<int>(w.keys);
-  // Causal: keys after a row's position are masked (the diagonal tiles). Otherwise: keys past the
-  // last (the partial last tile).
-  const auto allowed = [&](int key, bool hi) {
-    if constexpr (Policy::causal) return key <= (hi ? pos_hi : pos_lo);
-    else return key < keys;
-  };
+  const key_mask<Policy::causal> allowed(w, my_first, g);
+  const int keys = allowed.keys;
 
   unsigned qf[DP / 16][4];
   warp_rows<DP> st;
@@ -341,10 +356,7 @@ __global__ void __launch_bounds__(threads, min_blocks(DP))
     // 16-key groups of the tile that hold keys: the rest (past the last key: zero-filled, masked)
     // is skipped in both products. T = 257 leaves one key in the last tile.
     const int groups = (min(tile_k, keys - k0) + 15) / 16;
-    bool masking;
-    if constexpr (Policy::causal) masking = k0 > diag_from - 1;
-    else masking = k0 + tile_k > keys;
-    attend_tile<DP>(st, qf, k_buf(b), v_buf(b), k0, groups, masking, allowed, scale_log2, lane);
+    attend_tile<DP>(st, qf, k_buf(b), v_buf(b), k0, groups, allowed.tile_needs_mask(k0), allowed, scale_log2, lane);
   }
   cp_async_wait<0>();
   if (!warp_active) return;

@@ -131,13 +131,8 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   cp_async_commit();
 
   const int my_first = warp * warp_rows_per_warp;
-  const int pos_lo = static_cast<int>(w.first_pos) + my_first + g, pos_hi = pos_lo + 8;
-  const int diag_from = static_cast<int>(w.first_pos) + my_first - tile_k + 1;
-  const int keys = static_cast<int>(w.keys);
-  const auto allowed = [&](int key, bool hi) {
-    if constexpr (Policy::causal) return key <= (hi ? pos_hi : pos_lo);
-    else return key < keys;
-  };
+  const key_mask<Policy::causal> allowed(w, my_first, g);
+  const int keys = allowed.keys;
 
   warp_rows<D> st;
   st.reset();
@@ -158,10 +153,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   bool moved = false;  // O needs the rescale by a_lo, a_hi (warp-uniform)
   const auto softmax = [&](std::int64_t t) {
     const int k0 = static_cast<int>(t) * tile_k;
-    bool masking;
-    if constexpr (Policy::causal) masking = k0 > diag_from - 1;
-    else masking = k0 + tile_k > keys;
-    if (masking) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+    if (allowed.tile_needs_mask(k0)) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
     else moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
   };
   const auto pack = [&] {
