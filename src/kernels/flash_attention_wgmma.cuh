@@ -46,20 +46,25 @@ __device__ __forceinline__ unsigned offset(int rows, int r, int c) {
 
 // `count` rows (a multiple of threads / (D / 8)) of D bf16 from src (row stride `stride`) into
 // such a tile, rows at or past `valid` zero-filled. Each thread keeps one 16-byte column chunk and
-// takes every (threads / chunks)-th row, so its shared-memory offsets step by a constant.
+// takes every (threads / chunks)-th row, so its shared-memory offsets step by a constant; a whole
+// tile (valid >= count, every tile but a sequence's last) is copied without the per-row test.
 template <int D>
 __device__ __forceinline__ void load_tile(unsigned char* dst, const bf16* src, std::int64_t stride, int count, int valid) {
   constexpr int chunks = D / 8, rows_per_pass = threads / chunks;
   static_assert(threads % chunks == 0 && rows_per_pass % 8 == 0, "rows of one pass cover whole swizzle groups");
   const int c = static_cast<int>(threadIdx.x) % chunks, r0 = static_cast<int>(threadIdx.x) / chunks;
+  // r % 8 is r0 % 8 on every pass: the swizzled chunk stays, the row moves by rows_per_pass.
   const unsigned base = smem_addr(dst) + offset<D>(count, r0, c);
   const bf16* from = src + r0 * stride + c * 8;
+  const std::int64_t pass_stride = rows_per_pass * stride;
+  if (valid >= count) {
+    for (int p = 0; p < count / rows_per_pass; ++p)
+      cp_async16(base + static_cast<unsigned>(p * rows_per_pass * 128), from + p * pass_stride);
+    return;
+  }
   for (int p = 0; p < count / rows_per_pass; ++p) {
-    const int r = r0 + p * rows_per_pass;
-    const bool ok = r < valid;
-    // r % 8 is r0 % 8 on every pass: the swizzled chunk stays, the row moves by rows_per_pass.
-    cp_async16(base + static_cast<unsigned>(p * rows_per_pass * 128), ok ? from + p * rows_per_pass * stride : src,
-               ok ? 16 : 0);
+    const bool ok = r0 + p * rows_per_pass < valid;
+    cp_async16(base + static_cast<unsigned>(p * rows_per_pass * 128), ok ? from + p * pass_stride : src, ok ? 16 : 0);
   }
 }
 
@@ -79,10 +84,11 @@ struct layout {
 template <int D>
 __device__ __forceinline__ void scores(float (&s)[tile_k / 8][4], unsigned q, unsigned k) {
   constexpr unsigned half = tile_q * 128;  // bytes of a [64][64] half (tile_q == tile_k)
+  const std::uint64_t dq = wgmma::descriptor(q, 16, 1024), dk = wgmma::descriptor(k, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const unsigned step = static_cast<unsigned>(kk / 4) * half + static_cast<unsigned>(kk % 4) * 32;
-    wgmma::mma_64x64_ss(s, wgmma::descriptor(q + step, 16, 1024), wgmma::descriptor(k + step, 16, 1024), kk > 0);
+    wgmma::mma_64x64_ss(s, wgmma::advance(dq, step), wgmma::advance(dk, step), kk > 0);
   }
 }
 
@@ -93,10 +99,11 @@ template <int D>
 __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned (&pa)[tile_k / 16][4], unsigned v,
                                            int groups) {
   constexpr unsigned half = tile_k * 128;  // LBO: the second 64 columns of V
+  const std::uint64_t dv = wgmma::descriptor(v, half, 1024);
 #pragma unroll
   for (int kk = 0; kk < tile_k / 16; ++kk) {
     if (kk >= groups) break;  // uniform over the warpgroup
-    const std::uint64_t desc = wgmma::descriptor(v + static_cast<unsigned>(kk) * 16 * 128, half, 1024);
+    const std::uint64_t desc = wgmma::advance(dv, static_cast<unsigned>(kk) * 16 * 128);
     if constexpr (D == 128) wgmma::mma_64x128_rs(o, pa[kk], desc);
     else wgmma::mma_64x64_rs(o, pa[kk], desc);
   }

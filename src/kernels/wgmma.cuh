@@ -28,6 +28,11 @@ __device__ __forceinline__ std::uint64_t descriptor(unsigned smem_address, unsig
          (static_cast<std::uint64_t>((sbo_bytes >> 4) & 0x3FFFu) << 32) | (std::uint64_t{1} << 62);
 }
 
+// The descriptor of a tile `bytes` further on: the start address field holds address >> 4 in 14
+// bits and a tile's steps never carry out of it (shared memory ends below 2^18 bytes), so the
+// offset adds to the descriptor itself: one integer add instead of rebuilding it.
+__device__ __forceinline__ std::uint64_t advance(std::uint64_t desc, unsigned bytes) { return desc + (bytes >> 4); }
+
 // Before the first wgmma that reads or writes registers other instructions touched.
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
