@@ -1,6 +1,9 @@
 #pragma once
 // Small pieces the kernel files share: the grid of a grid-stride loop, sums and maxima over a
-// warp and over a block, and bf16 chunks widened to fp32.
+// warp and over a block, and bf16 and fp8 e4m3 chunks widened to fp32.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -54,6 +57,25 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
     f[2 * j] = __uint_as_float(words[j] << 16);
     f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
   }
+}
+
+// Four fp8 e4m3 codes (one 32-bit word, the lowest byte first) widened to fp32, exactly: two at a
+// time through fp16, which holds every e4m3 value.
+__device__ __forceinline__ void unpack4_fp8(unsigned word, float* f) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const auto pair = static_cast<__nv_fp8x2_storage_t>(word >> (16 * h));
+    const float2 f2 = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+    f[2 * h] = f2.x;
+    f[2 * h + 1] = f2.y;
+  }
+}
+
+// Sixteen fp8 e4m3 codes (one 16-byte chunk) widened to fp32.
+__device__ __forceinline__ void unpack16_fp8(const uint4& v, float* f) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) unpack4_fp8(words[j], f + 4 * j);
 }
 
 }  // namespace itera::kernels

@@ -16,6 +16,12 @@
 // The warps' states are merged in shared memory, then the cluster's blocks merge the blocks' states
 // through distributed shared memory, each block writing a share of the outputs. Merges run in a
 // fixed order, so the result for a given shape and split does not change from run to run.
+//
+// Both kernels take the cache's element C: bf16, or fp8 e4m3 codes (llm_kernels.cuh: scale 1).
+// An fp8 tile is copied as codes (half the bytes of a bf16 one) and widened in shared memory: the
+// CUDA-core kernel widens each load to fp32 in registers (16 codes per 16-byte load where bf16
+// gives 8), the tensor-core kernel has each warp widen its 16 keys of K and V into a bf16 tile
+// that the bf16 path's ldmatrix and mma then read (e4m3 values are exact in bf16).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "itera/cuda/check.hpp"
 #include "src/kernels/common.cuh"
@@ -40,20 +47,24 @@ constexpr int stages = 3;
 // The most blocks one row's keys are split over (a portable cluster size).
 constexpr int max_splits = 8;
 
-// Shared memory of decode_attention_kernel<HD, MG>, in bytes, every part 16-byte aligned:
+using fp8_code = std::uint8_t;
+
+// Shared memory of decode_attention_kernel<HD, MG, C>, in bytes, every part 16-byte aligned:
 //   q      fp32 [MG][2][HD/2 + 4]      (the two halves of a head apart by 4 banks)
-//   ring   per warp, stages x (K tile [16][HD + 8] bf16 | V tile [16][HD] bf16)
+//   ring   per warp, stages x (K tile [16][HD + 16 bytes] | V tile [16][HD]), of the cache's C
 //   p      per warp, fp32 [16][MG]
 // After the key loop the ring is reused for the warps' states, fp32 [warps][MG][HD + 2], and the
 // block's merged state, fp32 [MG][HD + 2] (both fit: a ring holds far more).
-template <int HD, int MG>
+template <int HD, int MG, class C>
 struct decode_layout {
   static constexpr int q_half = HD / 2 + 4;
-  static constexpr int k_row = HD + 8;  // bf16 elements: rows 16 bytes apart in bank terms
+  // K rows (elements) 16 bytes apart in bank terms: the 16-byte loads of eight consecutive rows at
+  // one column fall in distinct banks.
+  static constexpr int k_row = HD + 16 / static_cast<int>(sizeof(C));
   static constexpr std::size_t q = 0;
   static constexpr std::size_t ring = q + static_cast<std::size_t>(MG) * 2 * q_half * 4;
-  static constexpr std::size_t k_tile = static_cast<std::size_t>(tile_keys) * k_row * 2;
-  static constexpr std::size_t v_tile = static_cast<std::size_t>(tile_keys) * HD * 2;
+  static constexpr std::size_t k_tile = static_cast<std::size_t>(tile_keys) * k_row * sizeof(C);
+  static constexpr std::size_t v_tile = static_cast<std::size_t>(tile_keys) * HD * sizeof(C);
   static constexpr std::size_t stage = k_tile + v_tile;
   static constexpr std::size_t warp_ring = stages * stage;
   static constexpr std::size_t p = ring + decode_warps * warp_ring;
@@ -63,15 +74,51 @@ struct decode_layout {
 };
 
 
-template <int HD, int MG>
+// N consecutive cache elements C from shared memory (aligned to the read), widened to fp32. bf16:
+// 4 (8 bytes) or a multiple of 8 (16-byte chunks); fp8: 4 (4 bytes), 8 (8 bytes) or a multiple of
+// 16 (16-byte chunks).
+template <class C, int N>
+__device__ __forceinline__ void widen_smem(const C* p, float* f) {
+  if constexpr (std::is_same_v<C, bf16>) {
+    if constexpr (N == 4) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p);
+      f[0] = __uint_as_float(raw.x << 16);
+      f[1] = __uint_as_float(raw.x & 0xffff0000u);
+      f[2] = __uint_as_float(raw.y << 16);
+      f[3] = __uint_as_float(raw.y & 0xffff0000u);
+    } else {
+      static_assert(N % 8 == 0, "bf16: 4 or a multiple of 8 values");
+#pragma unroll
+      for (int i = 0; i < N; i += 8) unpack8(*reinterpret_cast<const uint4*>(p + i), f + i);
+    }
+  } else {
+    if constexpr (N == 4) {
+      unpack4_fp8(*reinterpret_cast<const unsigned*>(p), f);
+    } else if constexpr (N == 8) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p);
+      unpack4_fp8(raw.x, f);
+      unpack4_fp8(raw.y, f + 4);
+    } else {
+      static_assert(N % 16 == 0, "fp8: 4, 8 or a multiple of 16 values");
+#pragma unroll
+      for (int i = 0; i < N; i += 16) unpack16_fp8(*reinterpret_cast<const uint4*>(p + i), f + i);
+    }
+  }
+}
+
+template <int HD, int MG, class C>
 __global__ void __launch_bounds__(decode_threads)
-    decode_attention_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
-                            const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start,
+    decode_attention_kernel(const bf16* __restrict__ qkv, const void* __restrict__ k_cache,
+                            const void* __restrict__ v_cache, const std::int32_t* __restrict__ start,
                             attention_shape s, float scale_log2, bf16* __restrict__ out) {
-  using L = decode_layout<HD, MG>;
-  constexpr int HALF = HD / 2;
+  using L = decode_layout<HD, MG, C>;
+  constexpr int HALF = HD / 2, E = static_cast<int>(sizeof(C));
   // P V: each lane owns DPL consecutive dims of a V row; LPR lanes cover a row, KS key subsets.
   constexpr int DPL = HD >= 128 ? HD / 32 : 4, LPR = HD / DPL, KS = 32 / LPR;
+  // Scores: key values widened per load, a 16-byte chunk where the half-head holds one (8 bf16,
+  // 16 fp8), else 8 fp8 (head_dim 16). The bf16 statements are the ones before fp8 caches came,
+  // written out: the same code (a loop over the chunk's quarters was compiled with other registers).
+  constexpr int KC = E == 1 && HALF >= 16 ? 16 : 8;
   static_assert(HD % 16 == 0 && HD >= 16 && HD <= 256, "head_dim 16..256, a multiple of 16");
   extern __shared__ __align__(16) unsigned char smem[];
   float* q_s = reinterpret_cast<float*>(smem + L::q);
@@ -90,8 +137,8 @@ __global__ void __launch_bounds__(decode_threads)
   const std::int64_t q_dim = s.heads * HD, width = q_dim + 2 * s.kv_heads * HD;
 
 
-  const bf16* kb = k_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
-  const bf16* vb = v_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
+  const C* kb = static_cast<const C*>(k_cache) + (seq * s.kv_heads + kvh) * s.max_context * HD;
+  const C* vb = static_cast<const C*>(v_cache) + (seq * s.kv_heads + kvh) * s.max_context * HD;
   unsigned char* ring = smem + L::ring + warp * L::warp_ring;
   float* p_s = reinterpret_cast<float*>(smem + L::p) + warp * tile_keys * MG;
   const std::int64_t tiles = (end - begin + tile_keys - 1) / tile_keys;
@@ -103,15 +150,15 @@ __global__ void __launch_bounds__(decode_threads)
   const auto issue = [&](std::int64_t i, int b) {
     if (i < mine) {
       const std::int64_t k0 = begin + (warp + i * decode_warps) * tile_keys;
-      bf16* kt = reinterpret_cast<bf16*>(ring + b * L::stage);
-      bf16* vt = reinterpret_cast<bf16*>(ring + b * L::stage + L::k_tile);
-      constexpr int chunks = HD / 8;  // 16-byte chunks per row
+      C* kt = reinterpret_cast<C*>(ring + b * L::stage);
+      C* vt = reinterpret_cast<C*>(ring + b * L::stage + L::k_tile);
+      constexpr int chunks = HD * E / 16, per_chunk = 16 / E;  // 16-byte chunks per row, elements per chunk
 #pragma unroll
       for (int c = lane; c < tile_keys * chunks; c += 32) {
         const int r = c / chunks, x = c % chunks;
         const std::int64_t key = min(k0 + r, end - 1);
-        cp_async16(smem_addr(kt + r * L::k_row + x * 8), kb + key * HD + x * 8);
-        cp_async16(smem_addr(vt + r * HD + x * 8), vb + key * HD + x * 8);
+        cp_async16(smem_addr(kt + r * L::k_row + x * per_chunk), kb + key * HD + x * per_chunk);
+        cp_async16(smem_addr(vt + r * HD + x * per_chunk), vb + key * HD + x * per_chunk);
       }
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait counts uniform
@@ -143,23 +190,23 @@ __global__ void __launch_bounds__(decode_threads)
     cp_async_wait<stages - 1>();
     __syncwarp();
     const int b = static_cast<int>(i % stages);
-    const bf16* kt = reinterpret_cast<const bf16*>(ring + b * L::stage);
-    const bf16* vt = reinterpret_cast<const bf16*>(ring + b * L::stage + L::k_tile);
+    const C* kt = reinterpret_cast<const C*>(ring + b * L::stage);
+    const C* vt = reinterpret_cast<const C*>(ring + b * L::stage + L::k_tile);
     const std::int64_t k0 = begin + (warp + i * decode_warps) * tile_keys;
 
     // Scores of key kl over half `half` of the dims, every head of the group.
     float sc[MG];
 #pragma unroll
     for (int g = 0; g < MG; ++g) sc[g] = 0.0f;
-    const bf16* krow = kt + kl * L::k_row + half * HALF;
+    const C* krow = kt + kl * L::k_row + half * HALF;
 #pragma unroll
-    for (int c = 0; c < HALF / 8; ++c) {
-      float kf[8];
-      unpack8(*reinterpret_cast<const uint4*>(krow + c * 8), kf);
+    for (int c = 0; c < HALF / KC; ++c) {
+      float kf[KC];
+      widen_smem<C, KC>(krow + c * KC, kf);
 #pragma unroll
       for (int g = 0; g < MG; ++g) {
         if (g >= group) continue;
-        const float4* qv = reinterpret_cast<const float4*>(q_s + (g * 2 + half) * L::q_half + c * 8);
+        const float4* qv = reinterpret_cast<const float4*>(q_s + (g * 2 + half) * L::q_half + c * KC);
         const float4 a = qv[0], bq = qv[1];
         sc[g] = fmaf(a.x, kf[0], sc[g]);
         sc[g] = fmaf(a.y, kf[1], sc[g]);
@@ -169,6 +216,17 @@ __global__ void __launch_bounds__(decode_threads)
         sc[g] = fmaf(bq.y, kf[5], sc[g]);
         sc[g] = fmaf(bq.z, kf[6], sc[g]);
         sc[g] = fmaf(bq.w, kf[7], sc[g]);
+        if constexpr (KC == 16) {  // the chunk's second half
+          const float4 cq = qv[2], dq = qv[3];
+          sc[g] = fmaf(cq.x, kf[8], sc[g]);
+          sc[g] = fmaf(cq.y, kf[9], sc[g]);
+          sc[g] = fmaf(cq.z, kf[10], sc[g]);
+          sc[g] = fmaf(cq.w, kf[11], sc[g]);
+          sc[g] = fmaf(dq.x, kf[12], sc[g]);
+          sc[g] = fmaf(dq.y, kf[13], sc[g]);
+          sc[g] = fmaf(dq.z, kf[14], sc[g]);
+          sc[g] = fmaf(dq.w, kf[15], sc[g]);
+        }
       }
     }
     const bool valid = k0 + kl < end;
@@ -199,16 +257,7 @@ __global__ void __launch_bounds__(decode_threads)
 #pragma unroll
     for (int k = ks; k < tile_keys; k += KS) {
       float vf[DPL];
-      if constexpr (DPL == 4) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(vt + k * HD + dim0);
-        vf[0] = __uint_as_float(raw.x << 16);
-        vf[1] = __uint_as_float(raw.x & 0xffff0000u);
-        vf[2] = __uint_as_float(raw.y << 16);
-        vf[3] = __uint_as_float(raw.y & 0xffff0000u);
-      } else {
-#pragma unroll
-        for (int d = 0; d < DPL; d += 8) unpack8(*reinterpret_cast<const uint4*>(vt + k * HD + dim0 + d), vf + d);
-      }
+      widen_smem<C, DPL>(vt + k * HD + dim0, vf);
 #pragma unroll
       for (int g = 0; g < MG; ++g) {
         if (g >= group) continue;
@@ -330,23 +379,62 @@ __global__ void __launch_bounds__(decode_threads)
 // the attention took 1.68 ms a step (2.9 TB/s).
 constexpr int wide_warps = 2, wide_stages = 3, wide_tile = 16 * wide_warps;
 
-template <int HD>
+//
+// An fp8 cache: the ring holds the tiles as codes, row-major (half the bytes), and each warp widens
+// its 16 keys of K and V into a bf16 tile of its own (swizzled as the ring's bf16 tiles are), from
+// which the bf16 path's fragments are read: per tile, one pass over the warp's codes in shared
+// memory (an 8-byte read, a 16-byte write per lane and step, without bank conflicts) and no
+// barrier beyond the warp's.
+template <int HD, class C>
 struct wide_layout {
-  static constexpr std::size_t tile = static_cast<std::size_t>(wide_tile) * HD * 2;
+  static constexpr bool fp8 = sizeof(C) == 1;
+  static constexpr std::size_t tile = static_cast<std::size_t>(wide_tile) * HD * sizeof(C);  // as stored
+  static constexpr std::size_t bf16_tile = static_cast<std::size_t>(wide_tile) * HD * 2;
   static constexpr std::size_t q = 0;                           // bf16 [16][HD], swizzled
   static constexpr std::size_t ring = q + 16 * HD * 2;          // per stage: K tile, then V tile
-  static constexpr std::size_t bytes = ring + wide_stages * 2 * tile;
+  static constexpr std::size_t widened = ring + wide_stages * 2 * tile;  // fp8: K then V, bf16 [32][HD]
+  static constexpr std::size_t bytes = widened + (fp8 ? 2 * bf16_tile : 0);
   // After the loop, over the ring: per warp O [16][HD] fp32, then m and l [16] each.
   static constexpr std::size_t states = static_cast<std::size_t>(wide_warps) * 16 * (HD + 2) * 4;
   static_assert(states <= bytes - ring, "the warps' states must fit over the ring");
 };
 
+// `count` rows of HD fp8 codes from src (rows HD apart) into a row-major tile, rows at or past
+// `valid` zero-filled, the 16-byte chunks dealt over `threads` threads.
+template <int HD, int threads>
+__device__ __forceinline__ void load_fp8_rows(unsigned char* dst, const fp8_code* src, int count, int valid) {
+  constexpr int chunks = HD / 16;
+  for (int i = static_cast<int>(threadIdx.x); i < count * chunks; i += threads) {
+    const int r = i / chunks, c = i % chunks;
+    const bool ok = r < valid;
+    cp_async16(smem_addr(dst + i * 16), ok ? src + r * HD + c * 16 : src, ok ? 16 : 0);
+  }
+}
+
+// Rows first .. first + 15 of a row-major fp8 tile widened into the same rows of a swizzled bf16
+// [rows][HD] tile (mma.cuh: swizzle), by one warp: each lane takes 8 codes and writes their
+// 16-byte bf16 chunk.
 template <int HD>
+__device__ __forceinline__ void widen_fp8_rows(const unsigned char* src, unsigned char* dst, int first, int lane) {
+  constexpr int chunks = HD / 8;  // bf16 chunks per row
+#pragma unroll
+  for (int i = lane; i < 16 * chunks; i += 32) {
+    const int r = first + i / chunks, c = i % chunks;
+    const uint2 raw = *reinterpret_cast<const uint2*>(src + r * HD + c * 8);
+    float f[8];
+    unpack4_fp8(raw.x, f);
+    unpack4_fp8(raw.y, f + 4);
+    *reinterpret_cast<uint4*>(dst + swizzle<HD>(r, c)) =
+        make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
+  }
+}
+
+template <int HD, class C>
 __global__ void __launch_bounds__(wide_warps * 32)
-    decode_attention_wide_kernel(const bf16* __restrict__ qkv, const bf16* __restrict__ k_cache,
-                                 const bf16* __restrict__ v_cache, const std::int32_t* __restrict__ start,
+    decode_attention_wide_kernel(const bf16* __restrict__ qkv, const void* __restrict__ k_cache,
+                                 const void* __restrict__ v_cache, const std::int32_t* __restrict__ start,
                                  attention_shape s, float scale_log2, bf16* __restrict__ out) {
-  using L = wide_layout<HD>;
+  using L = wide_layout<HD, C>;
   constexpr int KS = HD / 16, NT = HD / 8, threads = wide_warps * 32;
   extern __shared__ __align__(128) unsigned char smem[];
   grid_dependents_launch();
@@ -358,8 +446,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t4 = lane % 4;
   const std::int64_t q_dim = s.heads * HD, width = q_dim + 2 * s.kv_heads * HD;
-  const bf16* kb = k_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
-  const bf16* vb = v_cache + (seq * s.kv_heads + kvh) * s.max_context * HD;
+  const C* kb = static_cast<const C*>(k_cache) + (seq * s.kv_heads + kvh) * s.max_context * HD;
+  const C* vb = static_cast<const C*>(v_cache) + (seq * s.kv_heads + kvh) * s.max_context * HD;
 
   unsigned char* sq = smem + L::q;
   const auto k_buf = [&](int b) { return smem + L::ring + b * 2 * L::tile; };
@@ -368,8 +456,13 @@ __global__ void __launch_bounds__(wide_warps * 32)
   const auto issue = [&](int j) {
     if (j < tiles) {
       const int k0 = j * wide_tile, valid = min(wide_tile, keys - k0);
-      load_tile<HD, threads>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
-      load_tile<HD, threads>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
+      if constexpr (L::fp8) {
+        load_fp8_rows<HD, threads>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, wide_tile, valid);
+        load_fp8_rows<HD, threads>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, wide_tile, valid);
+      } else {
+        load_tile<HD, threads>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
+        load_tile<HD, threads>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
+      }
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait counts uniform
   };
@@ -397,8 +490,15 @@ __global__ void __launch_bounds__(wide_warps * 32)
     }
     const int k0 = j * wide_tile + warp * 16;  // this warp's 16 keys
     if (k0 >= keys) continue;
-    float sc[2][4] = {};
+    // The tiles the fragments are read from: the ring's, or (fp8) this warp's rows widened.
     const unsigned char* kt = k_buf(j % wide_stages);
+    if constexpr (L::fp8) {
+      widen_fp8_rows<HD>(kt, smem + L::widened, warp * 16, lane);
+      widen_fp8_rows<HD>(v_buf(j % wide_stages), smem + L::widened + L::bf16_tile, warp * 16, lane);
+      __syncwarp();  // the warp's rows widened before its lanes read them
+      kt = smem + L::widened;
+    }
+    float sc[2][4] = {};
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       unsigned kf[4];
@@ -449,7 +549,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
     }
     const unsigned pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]), pack_bf16(sc[1][0], sc[1][1]),
                             pack_bf16(sc[1][2], sc[1][3])};
-    const unsigned char* vt = v_buf(j % wide_stages);
+    const unsigned char* vt = L::fp8 ? smem + L::widened + L::bf16_tile : v_buf(j % wide_stages);
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       unsigned vf[4];
@@ -500,7 +600,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
   }
 }
 
-using decode_fn = void (*)(const bf16*, const bf16*, const bf16*, const std::int32_t*, attention_shape, float, bf16*);
+using decode_fn = void (*)(const bf16*, const void*, const void*, const std::int32_t*, attention_shape, float, bf16*);
 
 struct decode_choice {
   decode_fn fn = nullptr;
@@ -508,27 +608,33 @@ struct decode_choice {
   int threads = decode_threads;
 };
 
-template <int HD>
+template <int HD, class C>
 decode_choice choose_group(std::int64_t group) {
-  if (group <= 4) return {decode_attention_kernel<HD, 4>, decode_layout<HD, 4>::bytes};
-  return {decode_attention_kernel<HD, 8>, decode_layout<HD, 8>::bytes};
+  if (group <= 4) return {decode_attention_kernel<HD, 4, C>, decode_layout<HD, 4, C>::bytes};
+  return {decode_attention_kernel<HD, 8, C>, decode_layout<HD, 8, C>::bytes};
 }
 
-// wide: the launch has one block per (row, kv head) (no split): the tensor-core kernel, for head
-// dims 64 and 128 on sm_80 and later.
-decode_choice decode_kernel_for(const attention_shape& s, bool wide = false) {
+// The kernel for the cache's element C. wide: the launch has one block per (row, kv head) (no
+// split): the tensor-core kernel, for head dims 64 and 128 on sm_80 and later.
+template <class C>
+decode_choice decode_kernel_for(const attention_shape& s, bool wide) {
   if (s.rows_per_seq != 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > 8) return {};
   const std::int64_t group = s.heads / s.kv_heads;
-  if (wide && s.head_dim == 64) return {decode_attention_wide_kernel<64>, wide_layout<64>::bytes, wide_warps * 32};
-  if (wide && s.head_dim == 128) return {decode_attention_wide_kernel<128>, wide_layout<128>::bytes, wide_warps * 32};
+  if (wide && s.head_dim == 64) return {decode_attention_wide_kernel<64, C>, wide_layout<64, C>::bytes, wide_warps * 32};
+  if (wide && s.head_dim == 128)
+    return {decode_attention_wide_kernel<128, C>, wide_layout<128, C>::bytes, wide_warps * 32};
   switch (s.head_dim) {
-    case 16: return choose_group<16>(group);
-    case 32: return choose_group<32>(group);
-    case 64: return choose_group<64>(group);
-    case 128: return choose_group<128>(group);
-    case 256: return choose_group<256>(group);
+    case 16: return choose_group<16, C>(group);
+    case 32: return choose_group<32, C>(group);
+    case 64: return choose_group<64, C>(group);
+    case 128: return choose_group<128, C>(group);
+    case 256: return choose_group<256, C>(group);
     default: return {};
   }
+}
+
+decode_choice decode_kernel_for(const attention_shape& s, bool wide = false) {
+  return s.kv == kv_storage::fp8_e4m3 ? decode_kernel_for<fp8_code>(s, wide) : decode_kernel_for<bf16>(s, wide);
 }
 
 }  // namespace
@@ -563,7 +669,7 @@ void prepare_decode_attention(const attention_shape& s) {
           cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.shared_bytes)));
 }
 
-bool decode_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
+bool decode_attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
                       std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
   // The tensor-core kernel, unsplit, once there is a (row, kv head) pair per SM (measured on the
   // H200 at batch 32, 256 pairs: the CUDA-core kernel split in two took 1.46 ms a step); below

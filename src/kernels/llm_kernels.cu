@@ -141,10 +141,23 @@ __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, 
   return static_cast<std::int64_t>(start[*seq]) + t % per_seq;
 }
 
+// A value as the cache of element C stores it: bf16 rounded to nearest even, or the e4m3 code
+// (nearest even, saturating at +-448: a finite value never becomes NaN).
+using fp8_code = std::uint8_t;
+template <class C>
+__device__ __forceinline__ C to_cache(float v) {
+  if constexpr (std::is_same_v<C, bf16>)
+    return __float2bfloat16_rn(v);
+  else
+    return static_cast<fp8_code>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
 // Grid (row, slice): the row's work items, (heads + kv_heads) * half rotations then kv_dim value
 // copies, spread over the slices' threads, one item per thread when the grid covers the row.
+// C: the cache's element; keep_rows: the rotated k (and a biased v) also back into the row.
+template <class C, bool keep_rows>
 __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
-                                       attention_shape s, bf16* k_cache, bf16* v_cache) {
+                                       attention_shape s, C* k_cache, C* v_cache) {
   grid_dependents_launch();
   grid_dependency_wait();
   const std::int64_t t = blockIdx.x;
@@ -173,24 +186,48 @@ __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float*
       float sn = 0, c = 0;
       sincosf(angle, &sn, &c);
       const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
-      if (is_q) {
-        row[col + i] = __float2bfloat16_rn(y1);
-        row[col + i + half] = __float2bfloat16_rn(y2);
+      if constexpr (std::is_same_v<C, bf16> && !keep_rows) {  // a bf16 decode: the code before fp8 caches came
+        if (is_q) {
+          row[col + i] = __float2bfloat16_rn(y1);
+          row[col + i + half] = __float2bfloat16_rn(y2);
+        } else {
+          const std::int64_t kvh = head - s.heads;
+          bf16* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
+          dst[i] = __float2bfloat16_rn(y1);
+          dst[i + half] = __float2bfloat16_rn(y2);
+        }
       } else {
-        const std::int64_t kvh = head - s.heads;
-        bf16* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
-        dst[i] = __float2bfloat16_rn(y1);
-        dst[i + half] = __float2bfloat16_rn(y2);
+        if (is_q || keep_rows) {
+          row[col + i] = __float2bfloat16_rn(y1);
+          row[col + i + half] = __float2bfloat16_rn(y2);
+        }
+        if (!is_q) {
+          const std::int64_t kvh = head - s.heads;
+          C* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
+          dst[i] = to_cache<C>(y1);
+          dst[i + half] = to_cache<C>(y2);
+        }
       }
     } else if (in_cache) {  // a value copied into the cache
       const std::int64_t v_idx = idx - pairs, kvh = v_idx / hd, d = v_idx % hd;
-      v_cache[((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d] = __float2bfloat16_rn(value(q_dim + kv_dim + v_idx));
+      const float v = value(q_dim + kv_dim + v_idx);
+      v_cache[((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d] = to_cache<C>(v);
+      if (keep_rows && bias) row[q_dim + kv_dim + v_idx] = __float2bfloat16_rn(v);
     }
   }
 }
 
-__global__ void attention_kernel(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
+__device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(fp8_code v) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
+}
+
+// C: the element K and V are read in. from_rows (a prefill, C bf16): the pass's own rows of qkv,
+// the sequences empty before it (key j of a sequence is its row j); otherwise the caches.
+template <class C, bool from_rows>
+__global__ void attention_kernel(const bf16* qkv, const C* k_cache, const C* v_cache, const std::int32_t* start,
                                  attention_shape s, float scale, bf16* out) {
+  static_assert(!from_rows || std::is_same_v<C, bf16>, "the pass's rows are bf16");
   grid_dependents_launch();
   grid_dependency_wait();
   extern __shared__ float shared[];  // head_dim floats of q, then one score per key
@@ -207,13 +244,23 @@ __global__ void attention_kernel(const bf16* qkv, const bf16* k_cache, const bf1
   for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) q[d] = __bfloat162float(q_in[d]);
   __syncthreads();
 
-  const bf16* k = k_cache + (seq * s.kv_heads + kvh) * s.max_context * hd;
-  const bf16* v = v_cache + (seq * s.kv_heads + kvh) * s.max_context * hd;
+  // Key j's K and V: k + j * stride, v + j * stride.
+  const C* k = nullptr;
+  const C* v = nullptr;
+  std::int64_t stride = hd;
+  if constexpr (from_rows) {
+    k = qkv + seq * s.rows_per_seq * width + q_dim + kvh * hd;
+    v = k + s.kv_heads * hd;
+    stride = width;
+  } else {
+    k = k_cache + (seq * s.kv_heads + kvh) * s.max_context * hd;
+    v = v_cache + (seq * s.kv_heads + kvh) * s.max_context * hd;
+  }
   float local_max = -INFINITY;
   for (std::int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
-    const bf16* kj = k + j * hd;
+    const C* kj = k + j * stride;
     float dot = 0;
-    for (std::int64_t d = 0; d < hd; ++d) dot += q[d] * __bfloat162float(kj[d]);
+    for (std::int64_t d = 0; d < hd; ++d) dot += q[d] * widen(kj[d]);
     score[j] = dot * scale;
     local_max = fmaxf(local_max, score[j]);
   }
@@ -228,7 +275,7 @@ __global__ void attention_kernel(const bf16* qkv, const bf16* k_cache, const bf1
   const float inv_total = 1.0f / total;
   for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float acc = 0;
-    for (std::int64_t j = 0; j < keys; ++j) acc += score[j] * __bfloat162float(v[j * hd + d]);
+    for (std::int64_t j = 0; j < keys; ++j) acc += score[j] * widen(v[j * stride + d]);
     out[t * q_dim + head * hd + d] = __float2bfloat16_rn(acc * inv_total);
   }
 }
@@ -285,9 +332,18 @@ __device__ __forceinline__ void store4(bf16* p, const float* f) {
   *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
 }
 
+// Four e4m3 codes in one 4-byte store, the first value in the lowest byte.
+__device__ __forceinline__ void store4(fp8_code* p, const float* f) {
+  unsigned word = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) word |= static_cast<unsigned>(to_cache<fp8_code>(f[j])) << (8 * j);
+  *reinterpret_cast<unsigned*>(p) = word;
+}
+
+template <class C, bool keep_rows>
 __global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const float* inv_freq,
-                                           const std::int32_t* start, attention_shape s, bf16* k_cache,
-                                           bf16* v_cache) {
+                                           const std::int32_t* start, attention_shape s, C* k_cache,
+                                           C* v_cache) {
   grid_dependents_launch();
   grid_dependency_wait();
   const std::int64_t t = blockIdx.x;
@@ -330,9 +386,21 @@ __global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const fl
         y1[j] = x1[j] * c - x2[j] * sn;
         y2[j] = x2[j] * c + x1[j] * sn;
       }
-      bf16* dst = is_q ? row + col : k_cache + ((seq * s.kv_heads + (head - s.heads)) * s.max_context + pos) * hd;
-      store4(dst + i, y1);
-      store4(dst + i + half, y2);
+      if constexpr (std::is_same_v<C, bf16> && !keep_rows) {  // a bf16 decode: the code before fp8 caches came
+        bf16* dst = is_q ? row + col : k_cache + ((seq * s.kv_heads + (head - s.heads)) * s.max_context + pos) * hd;
+        store4(dst + i, y1);
+        store4(dst + i + half, y2);
+      } else {
+        if (is_q || keep_rows) {
+          store4(row + col + i, y1);
+          store4(row + col + i + half, y2);
+        }
+        if (!is_q) {
+          C* dst = k_cache + ((seq * s.kv_heads + (head - s.heads)) * s.max_context + pos) * hd;
+          store4(dst + i, y1);
+          store4(dst + i + half, y2);
+        }
+      }
     } else if (in_cache) {  // eight values copied into the cache
       const std::int64_t v_idx = (idx - quads) * 8, kvh = v_idx / hd, d = v_idx % hd;
       float v[8];
@@ -345,9 +413,13 @@ __global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const fl
 #pragma unroll
         for (int j = 0; j < 8; ++j) v[j] += b[j];
       }
-      bf16* dst = v_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d;
+      C* dst = v_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d;
       store4(dst, v);
       store4(dst + 4, v + 4);
+      if (keep_rows && bias) {
+        store4(row + q_dim + kv_dim + v_idx, v);
+        store4(row + q_dim + kv_dim + v_idx + 4, v + 4);
+      }
     }
   }
 }
@@ -436,9 +508,15 @@ __global__ void advance_kernel(std::int32_t* length, std::int64_t count, std::in
   if (i < count) length[i] = min(length[i] + by, limit);
 }
 
-std::size_t attention_shared_bytes(const attention_shape& s) {
-  return static_cast<std::size_t>(s.head_dim + s.max_context) * sizeof(float);
+// The general kernel's dynamic shared memory: q and one score per key of the longest row.
+std::size_t attention_shared_bytes(const attention_shape& s, bool prefill) {
+  return static_cast<std::size_t>(s.head_dim + (prefill ? s.rows_per_seq : s.max_context)) * sizeof(float);
 }
+
+// The general kernel's instances: prefill (from the pass's rows), decode from a bf16 or fp8 cache.
+constexpr auto attention_rows = attention_kernel<bf16, true>;
+constexpr auto attention_bf16_cache = attention_kernel<bf16, false>;
+constexpr auto attention_fp8_cache = attention_kernel<fp8_code, false>;
 
 
 // ---------------------------------------------------------------------------------------------
@@ -466,20 +544,7 @@ struct w_bf16 {
 };
 struct w_fp8 {
   static constexpr int per_chunk = 16;
-  __device__ static void widen(const uint4& v, float* f) {
-    const unsigned words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const auto pair = static_cast<__nv_fp8x2_storage_t>(words[j] >> (16 * h));
-        const __half2 v2 = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));
-        const float2 f2 = __half22float2(v2);
-        f[4 * j + 2 * h] = f2.x;
-        f[4 * j + 2 * h + 1] = f2.y;
-      }
-    }
-  }
+  __device__ static void widen(const uint4& v, float* f) { unpack16_fp8(v, f); }
 };
 
 // acc[r][t] += w chunk c of row r . x chunk c of token t, for the R rows of a warp.
@@ -1199,30 +1264,56 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
-                     std::int64_t rows, const attention_shape& s, bf16* k_cache, bf16* v_cache, cudaStream_t stream) {
+namespace {
+
+template <class C, bool keep_rows>
+void launch_bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
+                            std::int64_t rows, const attention_shape& s, void* k_cache, void* v_cache,
+                            cudaStream_t stream) {
   // Four rotations per thread from 8 rows on: measured on the H200 (llama-3.1-8b decode step), at
   // batch 64 the RoPE stage took 82 us a step against 109; at batch 1 57 against 53 (a quarter of
   // the threads, each with four sincosf in a row, on a step that is all latency).
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  C* kc = static_cast<C*>(k_cache);
+  C* vc = static_cast<C*>(v_cache);
   if (rows >= 8 && s.head_dim % 8 == 0 && aligned(qkv) && aligned(k_cache) && aligned(v_cache) && aligned(inv_freq) &&
       (!bias || aligned(bias))) {
     const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 8) + s.kv_heads * s.head_dim / 8;
     const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
-    launch(bias_rope_store_vec_kernel, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, k_cache, v_cache);
+    launch(bias_rope_store_vec_kernel<C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, kc,
+           vc);
     ITERA_CUDA_CHECK_LAUNCH();
     return;
   }
   const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 2) + s.kv_heads * s.head_dim;
   const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
-  launch(bias_rope_store_kernel, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, k_cache, v_cache);
+  launch(bias_rope_store_kernel<C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, kc, vc);
   ITERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
+                     std::int64_t rows, const attention_shape& s, void* k_cache, void* v_cache, bool keep_rows,
+                     cudaStream_t stream) {
+  const bool fp8 = s.kv == kv_storage::fp8_e4m3;
+  if (fp8 && keep_rows)
+    launch_bias_rope_store<fp8_code, true>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
+  else if (fp8)
+    launch_bias_rope_store<fp8_code, false>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
+  else if (keep_rows)
+    launch_bias_rope_store<bf16, true>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
+  else
+    launch_bias_rope_store<bf16, false>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
 }
 
 void prepare_attention(const attention_shape& s) {
   prepare_decode_attention(s);
-  const std::size_t bytes = attention_shared_bytes(s);
-  // The general kernel runs only what neither the decode nor the prefill kernel takes.
+  // The longest a general kernel may need: scores over max_context keys (a decode, or a prefill
+  // of the whole context).
+  const std::size_t bytes = attention_shared_bytes(s, false);
+  // The general kernel runs only what neither the decode nor the prefill kernel takes, and
+  // one-token prefills (a few hundred bytes).
   if (decode_attention_supported(s) && prefill_attention_supported(s)) return;
   if (bytes <= default_shared_bytes) return;
   int device = 0, optin = 0;
@@ -1233,20 +1324,32 @@ void prepare_attention(const attention_shape& s) {
     throw std::invalid_argument(itera::cuda::cat("llm attention: a context of ", s.max_context,
                                                  " tokens needs ", bytes, " bytes of shared memory for its scores; ",
                                                  "this device allows ", optin, " per block"));
-  ITERA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(bytes)));
+  for (const void* fn : {reinterpret_cast<const void*>(attention_rows), reinterpret_cast<const void*>(attention_bf16_cache),
+                         reinterpret_cast<const void*>(attention_fp8_cache)})
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
-               std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
-  if (s.rows_per_seq == 1 && decode_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream)) return;
-  if (s.rows_per_seq > 1 && prefill_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream)) return;
-  if (attention_shared_bytes(s) + 32 * sizeof(float) > 227 * 1024)
-    throw std::invalid_argument(itera::cuda::cat("llm attention: no kernel takes head_dim ", s.head_dim,
-                                                 " at a context of ", s.max_context, " tokens"));
+void attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
+               std::int64_t rows, const attention_shape& s, bool prefill, float scale, bf16* out,
+               cudaStream_t stream) {
+  if (prefill && s.rows_per_seq > 1 && prefill_attention(qkv, start, rows, s, scale, out, stream))
+    return;
+  if (!prefill && s.rows_per_seq == 1 && decode_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream))
+    return;
+  const std::size_t bytes = attention_shared_bytes(s, prefill);
+  if (bytes + 32 * sizeof(float) > 227 * 1024)
+    throw std::invalid_argument(itera::cuda::cat("llm attention: no kernel takes head_dim ", s.head_dim, " at ",
+                                                 prefill ? s.rows_per_seq : s.max_context, " keys"));
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.heads));
-  launch(attention_kernel, grid, attention_threads, attention_shared_bytes(s), stream, qkv, k_cache, v_cache, start, s,
-         scale, out);
+  if (prefill)
+    launch(attention_rows, grid, attention_threads, bytes, stream, qkv, static_cast<const bf16*>(nullptr),
+           static_cast<const bf16*>(nullptr), start, s, scale, out);
+  else if (s.kv == kv_storage::fp8_e4m3)
+    launch(attention_fp8_cache, grid, attention_threads, bytes, stream, qkv, static_cast<const fp8_code*>(k_cache),
+           static_cast<const fp8_code*>(v_cache), start, s, scale, out);
+  else
+    launch(attention_bf16_cache, grid, attention_threads, bytes, stream, qkv, static_cast<const bf16*>(k_cache),
+           static_cast<const bf16*>(v_cache), start, s, scale, out);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,7 +9,12 @@
 // one per sequence) is the number of tokens the sequence held before the pass. Positions are read
 // on the device, so a decode step's launches do not change from step to step (CUDA-graph ready).
 //
-// KV cache of one layer: K and V each [sequence][kv_head][max_context][head_dim] bf16.
+// KV cache of one layer: K and V each [sequence][kv_head][max_context][head_dim], bf16 or fp8 e4m3
+// codes (attention_shape::kv). An fp8 cache has one fp32 scale per tensor fixed at 1 (what vLLM
+// runs without calibration): the codes are the values, saturated to +-448 when stored, never NaN.
+// Decode reads the cache; a prefill (every sequence empty before the pass: the engine's prefill
+// starts at position 0) reads the pass's own K and V rows of qkv at bf16, whatever the cache holds,
+// as serving engines do with an fp8 cache (llm_cpu.hpp: the cpu reference does the same).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -36,44 +41,58 @@ void scatter_rows(const std::int32_t* rows, const bf16* values, float* x, std::i
 void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const bf16* weight, bf16* out,
               std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream);
 
+// The KV cache's element: bf16, or an fp8 e4m3 code (one byte).
+enum class kv_storage { bf16, fp8_e4m3 };
+
 struct attention_shape {
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t max_context = 0;
   std::int64_t rows_per_seq = 1;
+  kv_storage kv = kv_storage::bf16;
 };
 
 // qkv: [T][q_dim + 2 kv_dim] as the fused projection wrote it (q | k | v). Adds the bias (when not
 // null), rotates q and k (rotate_half, angle = float(position) * inv_freq[i]), writes q back in
-// place and k, v into the layer's cache at each row's position.
+// place and k, v into the layer's cache at each row's position: rounded from fp32 to bf16, or to
+// e4m3 codes (__nv_cvt_float_to_fp8, nearest even, __NV_SATFINITE) for an fp8 cache. keep_rows
+// (a prefill): also the rotated k (and, with a bias, the biased v) back into qkv as bf16, where
+// the prefill's attention reads them.
 void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
-                     std::int64_t rows, const attention_shape& s, bf16* k_cache, bf16* v_cache, cudaStream_t stream);
+                     std::int64_t rows, const attention_shape& s, void* k_cache, void* v_cache, bool keep_rows,
+                     cudaStream_t stream);
 
-// out[t][head] = softmax(q K^T * scale) V over cache positions 0..position(t) of t's sequence,
-// query head h reading kv head h / (heads / kv_heads). Reads q from qkv (row stride
-// q_dim + 2 kv_dim). Decode (rows_per_seq == 1): decode_attention below where it takes the shape;
-// prefill: prefill_attention; otherwise one block per (row, head), the scores in shared memory
-// (max_context floats).
-void attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
-               std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
+// out[t][head] = softmax(q K^T * scale) V over positions 0..position(t) of t's sequence, query
+// head h reading kv head h / (heads / kv_heads). Reads q from qkv (row stride q_dim + 2 kv_dim).
+// prefill: the sequences were empty before the pass (start 0) and K, V are the pass's own rows of
+// qkv (bias_rope_store with keep_rows), bf16: prefill_attention where it takes the shape. Otherwise
+// (decode) K and V come from the caches, of element s.kv: decode_attention below where it takes
+// the shape. What neither takes runs one block per (row, head), the scores in shared memory (one
+// float per key: max_context, or rows_per_seq for a prefill).
+void attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
+               std::int64_t rows, const attention_shape& s, bool prefill, float scale, bf16* out,
+               cudaStream_t stream);
 // Decode attention (llm_decode_attention.cu): head_dim 16, 32, 64, 128 or 256, at most 8 query
 // heads per kv head. With at least one (row, kv head) pair per SM and head_dim 64 or 128: one
 // block per pair on tensor cores (the group's query heads as the rows of the mma). Otherwise a
 // block per pair streams the keys through shared memory with cp.async on CUDA cores; on sm_90 a
 // cluster of decode_attention_splits(rows * kv_heads) blocks shares a row's keys, merged through
 // distributed shared memory. Online softmax, merges in a fixed order. Returns false, launching
-// nothing, for a shape it does not take.
+// nothing, for a shape it does not take. An fp8 cache (s.kv) is copied into shared memory as
+// codes (half the bytes) and widened there: to fp32 in registers on CUDA cores, to a bf16 tile per
+// warp for the tensor cores.
 bool decode_attention_supported(const attention_shape& s);
 int decode_attention_splits(std::int64_t pairs);
 void prepare_decode_attention(const attention_shape& s);
-bool decode_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
+bool decode_attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
                       std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
 // Causal attention of a prefill pass (rows_per_seq > 1) on tensor cores, tiles of 64 queries x 64
 // keys with an online softmax (llm_prefill_attention.cu): head_dim 16, 32, 64 or 128, sm_80 and
-// later. Returns false, launching nothing, for a shape it does not take (attention() then runs
-// its general kernel).
+// later. K and V are the pass's own rows of qkv (bias_rope_store with keep_rows), so every
+// sequence must have been empty before the pass (start 0). Returns false, launching nothing, for a
+// shape it does not take (attention() then runs its general kernel).
 bool prefill_attention_supported(const attention_shape& s);
-bool prefill_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
-                       std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
+bool prefill_attention(const bf16* qkv, const std::int32_t* start, std::int64_t rows, const attention_shape& s,
+                       float scale, bf16* out, cudaStream_t stream);
 // The dynamic shared memory attention needs, and whether the device allows it (sets the kernel's
 // attribute when above the default 48 KiB). Throws when max_context is too long for this kernel.
 void prepare_attention(const attention_shape& s);

@@ -1,10 +1,12 @@
-// Causal attention of a prefill on tensor cores (llm_kernels.cuh: prefill_attention): the
-// FlashAttention-2-style kernel of flash_attention.cuh under the causal, KV-cache policy below.
+// Causal attention of a prefill on tensor cores (llm_kernels.cuh: prefill_attention): the kernels of
+// flash_attention.cuh and flash_attention_wgmma.cuh (launch_attention picks one) under the causal
+// policy below.
 //
 // One block takes a tile of 64 consecutive query rows of one sequence and one query head and walks
-// the keys of the cache from position 0 to the tile's last query position, so the work follows
-// the causal triangle (the heaviest tiles are launched first). Q comes from the fused qkv
-// projection (row stride q_dim + 2 kv_dim), K and V from the layer's cache of the head's kv head.
+// the keys from position 0 to the tile's last query position, so the work follows the causal
+// triangle (the heaviest tiles are launched first). Q, K and V all come from the pass's fused qkv
+// rows (row stride q_dim + 2 kv_dim; bias_rope_store left the rotated k there): the sequence was
+// empty before the pass, so whatever the cache stores (bf16 or fp8), the prefill attends in bf16.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,8 +28,6 @@ template <int D>
 struct causal_cache_policy {
   static constexpr bool causal = true;
   const bf16* qkv;
-  const bf16* k_cache;
-  const bf16* v_cache;
   const std::int32_t* start;
   attention_shape sh;
   bf16* out;
@@ -49,11 +49,14 @@ struct causal_cache_policy {
     return w;
   }
 
-  // The cache of the head's kv head in this sequence.
+  // The K and V of the head's kv head in this sequence's own rows of the pass (bias_rope_store
+  // left the rotated k and the biased v there), bf16 whatever the cache stores: a prefill starts
+  // from an empty sequence (start 0, as the engine's prefill does), so key j is the sequence's row j.
   __device__ flash::kv_rows kv() const {
     const int kv_head = static_cast<int>(blockIdx.y) / static_cast<int>(sh.heads / sh.kv_heads);
-    const std::int64_t cache_base = ((static_cast<std::int64_t>(blockIdx.z) * sh.kv_heads + kv_head) * sh.max_context) * D;
-    return {k_cache + cache_base, v_cache + cache_base, D};
+    const std::int64_t qkv_width = (sh.heads + 2 * sh.kv_heads) * D;
+    const bf16* k = qkv + static_cast<std::int64_t>(blockIdx.z) * sh.rows_per_seq * qkv_width + (sh.heads + kv_head) * D;
+    return {k, k + sh.kv_heads * D, qkv_width};
   }
 
   __device__ flash::block_output output() const {
@@ -65,12 +68,12 @@ struct causal_cache_policy {
 };
 
 template <int D>
-bool run_prefill(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
-                 std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
+bool run_prefill(const bf16* qkv, const std::int32_t* start, std::int64_t rows, const attention_shape& s, float scale,
+                 bf16* out, cudaStream_t stream) {
   const std::int64_t seqs = rows / s.rows_per_seq;
   const dim3 grid(static_cast<unsigned>((s.rows_per_seq + tile_q - 1) / tile_q), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(seqs));
-  const causal_cache_policy<D> policy{qkv, k_cache, v_cache, start, s, out};
+  const causal_cache_policy<D> policy{qkv, start, s, out};
   flash::launch_attention<D>(policy, grid, scale, stream);
   return true;
 }
@@ -83,15 +86,15 @@ bool prefill_attention_supported(const attention_shape& s) {
   return device_compute_major() >= 8;  // bf16 mma.sync and ldmatrix need sm_80
 }
 
-bool prefill_attention(const bf16* qkv, const bf16* k_cache, const bf16* v_cache, const std::int32_t* start,
-                       std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
+bool prefill_attention(const bf16* qkv, const std::int32_t* start, std::int64_t rows, const attention_shape& s,
+                       float scale, bf16* out, cudaStream_t stream) {
   if (s.rows_per_seq < 2 || rows % s.rows_per_seq != 0 || rows / s.rows_per_seq > 65535) return false;
   if (!prefill_attention_supported(s)) return false;
   switch (s.head_dim) {
-    case 16: return run_prefill<16>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
-    case 32: return run_prefill<32>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
-    case 64: return run_prefill<64>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
-    case 128: return run_prefill<128>(qkv, k_cache, v_cache, start, rows, s, scale, out, stream);
+    case 16: return run_prefill<16>(qkv, start, rows, s, scale, out, stream);
+    case 32: return run_prefill<32>(qkv, start, rows, s, scale, out, stream);
+    case 64: return run_prefill<64>(qkv, start, rows, s, scale, out, stream);
+    case 128: return run_prefill<128>(qkv, start, rows, s, scale, out, stream);
     default: return false;
   }
 }

@@ -614,22 +614,278 @@ TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// fp8 e4m3 KV cache (engine_options::kv): K and V rounded from fp32 to e4m3 at the cache store
+// (scale 1, saturating), a prefill attending over its own bf16 rows, decode steps reading the fp8
+// cache; against the cpu reference with the same cache (reference_model(w, fp8_e4m3)).
+//
+// Tolerance of the decode steps. Both sides store e4m3 codes, rounded from values that differ by
+// the bf16 noise above (~0.3% relative): where a value lies within that of the midpoint between
+// two codes, the sides store neighbouring codes, one e4m3 step (2^-3 to 2^-4 of the value) apart.
+// That happens to about 0.003 / 0.09 ~ 3-5% of the values, a cache difference of ~0.2 steps rms,
+// near e4m3's own rounding (a step / sqrt(12) ~ 0.29 steps rms): the noise is amplified, bounded
+// by about the fp8 cache's own effect on the logits. Measured on the cpu for the shapes below
+// (prompt 37, three steps): the fp8 cache moves the logits by 0.4-1.5% against an fp32 cache, and
+// 0.4% noise on the attention projections (the size of bf16's) moves fp8-cache logits by 0.2-0.9%
+// (0.1-0.55% with an fp32 cache). 4e-2 leaves a factor of four over the worst; codes read as
+// bf16, the wrong byte of a pair or the wrong row of a tile give errors of order 1. The prefill
+// does not read the cache: its logits are a bf16 cache engine's bit for bit, and within
+// logits_tolerance of the reference.
+constexpr double fp8_kv_tolerance = 4e-2;
+
+engine_options with_kv(engine_options o, dtype kv) {
+  o.kv = kv;
+  return o;
+}
+
+// At batch 2 (the decode attention on CUDA cores, keys split over a cluster on sm_90): every
+// prefill position, decode steps fed the reference's tokens, the engine's own tokens eagerly and
+// through its CUDA graph, a one-token prefill; bf16 and fp8 weights. The negative checks: the fp8
+// cache engine's decode logits differ from a bf16 cache engine's (the cache really is fp8), and
+// its cache takes half the bytes, as planned to the byte.
+TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
+  const model_config c = preset("tiny");
+  constexpr std::uint64_t seed = 424242;
+  constexpr std::int64_t batch = 2, prompt = 13, steps = 6;
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+  for (auto& t : ids) t = id(rng);
+  const model_weights bf16_w = random_weights(c, dtype::bf16, seed);
+  for (const dtype weights : {dtype::bf16, dtype::fp8_e4m3}) {
+    SCOPED_TRACE(std::string("weights ") + std::string(dtype_name(weights)));
+    const model_weights ref_w = weights == dtype::bf16 ? bf16_w : random_weights(c, dtype::fp8_e4m3, seed);
+    const reference_model ref(ref_w, dtype::fp8_e4m3), ref_fp32_kv(ref_w);
+    engine_options opts;
+    opts.batch = batch;
+    opts.max_context = prompt + steps + 1;
+    opts.max_prompt = prompt;
+    opts.all_position_logits = true;
+    opts.weights = weights;
+    cuda_engine eng(*m_dev, bf16_w, with_kv(opts, dtype::fp8_e4m3));
+    cuda_engine bf16_kv(*m_dev, bf16_w, with_kv(opts, dtype::bf16));
+    const auto mem = eng.memory(), plan = cuda_engine::plan(*m_dev, c, with_kv(opts, dtype::fp8_e4m3));
+    EXPECT_EQ(2 * mem.kv_cache, bf16_kv.memory().kv_cache);
+    EXPECT_EQ(plan.kv_cache, mem.kv_cache);
+    EXPECT_EQ(plan.weights, mem.weights);
+    EXPECT_EQ(plan.activations, mem.activations);
+    EXPECT_NE(eng.precision_note().find("KV cache fp8 e4m3 (scale 1, saturating)"), std::string::npos)
+        << eng.precision_note();
+    EXPECT_EQ(bf16_kv.precision_note().find("KV cache fp8"), std::string::npos);
+
+    // Prefill, every position.
+    const auto got = eng.prefill(ids, prompt, true);
+    EXPECT_EQ(got, bf16_kv.prefill(ids, prompt, true)) << "a prefill reads its own bf16 rows, not the cache";
+    std::vector<sequence> seqs, exact_seqs;
+    std::vector<float> want;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::span<const std::int32_t> p(ids.data() + b * prompt, static_cast<std::size_t>(prompt));
+      seqs.push_back(ref.new_sequence());
+      exact_seqs.push_back(ref_fp32_kv.new_sequence());
+      const auto l = ref.prefill(seqs.back(), p);
+      (void)ref_fp32_kv.prefill(exact_seqs.back(), p);
+      want.insert(want.end(), l.begin(), l.end());
+    }
+    // fp8 weights: prefill products on fp8 tensor cores quantise the activations too (see
+    // tiny_fp8_weights_match_cpu_reference).
+    const bool fp8_products = weights == dtype::fp8_e4m3 && cuda_engine::fp8_products_available(*m_dev);
+    const double prefill_tolerance = fp8_products ? 0.1 : logits_tolerance;
+    const double pe = normalised_error(got.data(), want.data(), want.size());
+    std::printf("fp8 KV cache, %s weights: prefill logits (all positions) normalised error %.3g (tolerance %.3g)\n",
+                std::string(dtype_name(weights)).c_str(), pe, prefill_tolerance);
+    EXPECT_LT(pe, prefill_tolerance);
+
+    // Decode steps fed the reference's argmax on every side.
+    std::vector<float> last(batch * vocab);
+    for (std::int64_t b = 0; b < batch; ++b)
+      std::copy_n(want.begin() + static_cast<std::ptrdiff_t>((b * prompt + prompt - 1) * c.vocab), c.vocab,
+                  last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+    for (std::int64_t step = 0; step < steps; ++step) {
+      std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+      for (std::int64_t b = 0; b < batch; ++b)
+        next[static_cast<std::size_t>(b)] = argmax(std::span<const float>(last.data() + b * c.vocab, vocab));
+      const auto g = eng.decode_step(next), g16 = bf16_kv.decode_step(next);
+      std::vector<float> exact;
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+        std::copy(l.begin(), l.end(), last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+        const auto x = ref_fp32_kv.decode_step(exact_seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+        exact.insert(exact.end(), x.begin(), x.end());
+      }
+      const double e = normalised_error(g.data(), last.data(), last.size());
+      const double from_bf16_kv = normalised_error(g.data(), g16.data(), g.size());
+      const double cache_effect = normalised_error(last.data(), exact.data(), exact.size());
+      std::printf("fp8 KV cache, %s weights: decode step %lld: normalised error %.3g (tolerance %.3g); against a bf16 "
+                  "cache: engine %.3g, reference %.3g\n",
+                  std::string(dtype_name(weights)).c_str(), static_cast<long long>(step + 1), e, fp8_kv_tolerance,
+                  from_bf16_kv, cache_effect);
+      EXPECT_LT(e, fp8_kv_tolerance) << "decode step " << step + 1;
+      EXPECT_GT(from_bf16_kv, cache_effect / 4) << "decode step " << step + 1 << ": the engine's cache is not fp8";
+    }
+
+    // The device-driven step and its CUDA graph: the same tokens (the same kernels, fixed-order sums).
+    opts.all_position_logits = false;
+    cuda_engine eager(*m_dev, bf16_w, with_kv(opts, dtype::fp8_e4m3));
+    cuda_engine graph(*m_dev, bf16_w, with_kv(opts, dtype::fp8_e4m3));
+    (void)eager.prefill(ids, prompt);
+    (void)graph.prefill(ids, prompt);
+    for (std::int64_t step = 0; step < steps; ++step) {
+      eager.decode_device();
+      graph.decode_graph();
+      EXPECT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
+    }
+
+    // A one-token prompt: its attention reads its own row too (the general kernel), not the cache.
+    const std::vector<std::int32_t> one = {ids[0], ids[1]};
+    const auto a = eng.prefill(one, 1), b = bf16_kv.prefill(one, 1);
+    EXPECT_EQ(a, b) << "a one-token prefill reads its own bf16 row";
+    std::vector<float> want_one;
+    for (std::int64_t s = 0; s < batch; ++s) {
+      auto seq = ref.new_sequence();
+      const auto l = ref.prefill(seq, std::span<const std::int32_t>(one.data() + s, 1));
+      want_one.insert(want_one.end(), l.begin(), l.end());
+    }
+    EXPECT_LT(normalised_error(a.data(), want_one.data(), want_one.size()), prefill_tolerance);
+  }
+}
+
+// The decode kernels with an fp8 cache at the head dims of real models: at batch 2 the CUDA-core
+// kernel split over a cluster (16 codes per 16-byte load from head_dim 32 on), at batch 150 one
+// block per (row, kv head): on tensor cores for head dims 64 and 128 (each warp widens its keys to
+// a bf16 tile), on CUDA cores for 16 and 256. head_dim 256 also takes the general prefill kernel
+// (the tensor-core prefill stops at 128), reading the pass's own rows. A prompt of 37 tokens
+// spans two 32-key tiles of the tensor-core kernel, the second partial. Logits of the first, a
+// middle and the last sequence against the cpu reference, two decode steps.
+TEST_F(llm_cuda, fp8_kv_cache_decode_kernels_match_cpu_reference) {
+  for (const auto& [head_dim, heads, kv_heads] :
+       {std::tuple{16, 4, 2}, std::tuple{64, 4, 2}, std::tuple{128, 8, 2}, std::tuple{256, 4, 1}}) {
+    model_config c = preset("tiny");
+    c.head_dim = head_dim;
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    c.hidden = 2 * head_dim;
+    c.intermediate = 4 * head_dim;
+    validate(c);
+    const model_weights w = random_weights(c, dtype::bf16, 71 + static_cast<std::uint64_t>(head_dim));
+    const reference_model ref(w, dtype::fp8_e4m3);
+    for (const std::int64_t batch : {std::int64_t{2}, std::int64_t{150}}) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", batch " + std::to_string(batch));
+      constexpr std::int64_t prompt = 37, steps = 2;
+      std::mt19937 rng(static_cast<std::uint32_t>(head_dim * 1000 + batch));
+      std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+      for (auto& t : ids) t = id(rng);
+      engine_options opts;
+      opts.batch = batch;
+      opts.max_context = prompt + steps + 2;
+      opts.max_prompt = prompt;
+      opts.kv = dtype::fp8_e4m3;
+      cuda_engine eng(*m_dev, w, opts);
+      const auto first = eng.prefill(ids, prompt);
+      const auto vocab = static_cast<std::size_t>(c.vocab);
+      const std::vector<std::int64_t> checked =
+          batch == 2 ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{0, 71, batch - 1};
+      std::vector<sequence> seqs;
+      for (const auto b : checked) {
+        seqs.push_back(ref.new_sequence());
+        const auto all = ref.prefill(seqs.back(), std::vector<std::int32_t>(ids.begin() + b * prompt,
+                                                                            ids.begin() + (b + 1) * prompt));
+        const double pe = normalised_error(first.data() + static_cast<std::size_t>(b) * vocab,
+                                           all.data() + all.size() - vocab, vocab);
+        EXPECT_LT(pe, logits_tolerance) << "prefill, sequence " << b;
+      }
+      for (std::int64_t step = 0; step < steps; ++step) {
+        std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+        for (std::int64_t b = 0; b < batch; ++b)
+          next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b * 5 + step * 3) % (c.vocab - 1) + 1);
+        const auto got = eng.decode_step(next);
+        double worst = 0;
+        for (std::size_t i = 0; i < checked.size(); ++i) {
+          const auto b = checked[i];
+          const auto want = ref.decode_step(seqs[i], next[static_cast<std::size_t>(b)]);
+          const double e = normalised_error(got.data() + static_cast<std::size_t>(b) * vocab, want.data(), vocab);
+          worst = std::max(worst, e);
+          EXPECT_LT(e, fp8_kv_tolerance) << "decode step " << step + 1 << ", sequence " << b;
+        }
+        std::printf("fp8 KV cache, head_dim %d, batch %lld, decode step %lld: worst normalised error %.3g "
+                    "(tolerance %.3g)\n",
+                    head_dim, static_cast<long long>(batch), static_cast<long long>(step + 1), worst, fp8_kv_tolerance);
+      }
+    }
+  }
+}
+
+// Values past e4m3's range are stored as +-448, never NaN (__NV_SATFINITE): layer 0's V made ~8000
+// times larger (a power of two: the bf16 weights stay exact) runs far past 448 in every row. The
+// engine's logits stay finite and follow the reference, whose cache saturates the same way; the
+// reference with an fp32 cache shows how far that is from unsaturated values.
+TEST_F(llm_cuda, fp8_kv_cache_saturates_at_the_store) {
+  const model_config c = preset("tiny");
+  model_weights w = random_weights(c, dtype::bf16, 99);
+  for (auto& v : w.layers[0].v_proj) v *= 8192.0f;
+  const reference_model ref(w, dtype::fp8_e4m3), unsaturated(w);
+  constexpr std::int64_t batch = 2, prompt = 9, steps = 3;  // prefill: 18 rows (the 8-wide store), decode: 2
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(1 + (i * 53 + 7) % (c.vocab - 1));
+  engine_options opts;
+  opts.batch = batch;
+  opts.max_context = prompt + steps + 1;
+  opts.max_prompt = prompt;
+  opts.kv = dtype::fp8_e4m3;
+  cuda_engine eng(*m_dev, w, opts);
+  (void)eng.prefill(ids, prompt);
+  std::vector<sequence> seqs, plain;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::vector<std::int32_t> p(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt);
+    seqs.push_back(ref.new_sequence());
+    plain.push_back(unsaturated.new_sequence());
+    (void)ref.prefill(seqs.back(), p);
+    (void)unsaturated.prefill(plain.back(), p);
+  }
+  for (std::int64_t step = 0; step < steps; ++step) {
+    const std::vector<std::int32_t> next = {static_cast<std::int32_t>(11 + step), static_cast<std::int32_t>(200 - step)};
+    const auto got = eng.decode_step(next);
+    std::vector<float> want, far;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+      const auto u = unsaturated.decode_step(plain[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+      want.insert(want.end(), l.begin(), l.end());
+      far.insert(far.end(), u.begin(), u.end());
+    }
+    std::size_t non_finite = 0;
+    for (const float v : got) non_finite += std::isfinite(v) ? 0 : 1;
+    EXPECT_EQ(non_finite, 0u) << "decode step " << step + 1;
+    const double e = normalised_error(got.data(), want.data(), want.size());
+    const double saturation = normalised_error(want.data(), far.data(), far.size());
+    std::printf("fp8 KV cache, V past 448: decode step %lld normalised error %.3g (tolerance %.3g); the saturated "
+                "reference against an fp32 cache %.3g\n",
+                static_cast<long long>(step + 1), e, fp8_kv_tolerance, saturation);
+    EXPECT_LT(e, fp8_kv_tolerance) << "decode step " << step + 1;
+    EXPECT_LT(e, saturation / 2) << "the engine follows the saturated cache, not unsaturated values";
+  }
+}
+
 TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
-  // ITERA_LLM_TIMING_BATCH sets the batch (default 1).
+  // ITERA_LLM_TIMING_BATCH sets the batch (default 1), ITERA_LLM_TIMING_WEIGHTS and
+  // ITERA_LLM_TIMING_KV the weights and the KV cache (bf16 or fp8_e4m3).
   const model_config c = preset("llama-3.1-8b");
   constexpr std::int64_t context = 512, steps = 32, record_steps = 8;
   const char* batch_env = std::getenv("ITERA_LLM_TIMING_BATCH");
   const std::int64_t batch = batch_env ? std::max<std::int64_t>(1, std::atoll(batch_env)) : 1;
   const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");  // bf16 (default) or fp8_e4m3
   const dtype weights = weights_env ? parse_dtype(weights_env) : dtype::bf16;
+  const char* kv_env = std::getenv("ITERA_LLM_TIMING_KV");  // bf16 (default) or fp8_e4m3
+  const dtype kv = kv_env ? parse_dtype(kv_env) : dtype::bf16;
   engine_options opts;
   opts.weights = weights;
+  opts.kv = kv;
   opts.batch = batch;
   opts.max_context = context + 2 * steps + record_steps + 8;
   opts.max_prompt = context;
   const double needed = weight_bytes(c, weights) +
-                        kv_bytes_per_token(c, dtype::bf16) * static_cast<double>(opts.max_context * batch) +
+                        kv_bytes_per_token(c, kv) * static_cast<double>(opts.max_context * batch) +
                         4.0 * (1 << 30);
   const auto free_bytes = m_dev->memory().free_bytes;
   if (static_cast<double>(free_bytes) < needed)
@@ -650,11 +906,12 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
     const std::int64_t held = eng.length(0);
     const double ms = eng.time_decode_ms(static_cast<int>(steps), graph);
     const std::vector<std::int64_t> mid(static_cast<std::size_t>(batch), held + steps / 2);
-    const auto work = decode_step_work(c, weights, dtype::bf16, mid);
+    const auto work = decode_step_work(c, weights, kv, mid);
     const double gbps = work.bytes_moved() / (ms * 1e-3) / 1e9;
-    std::printf("llama-3.1-8b %s decode, batch %lld, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, %.0f GB/s "
-                "(%.3g GB moved per step)\n",
-                std::string(dtype_name(weights)).c_str(), static_cast<long long>(batch), static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches",
+    std::printf("llama-3.1-8b %s decode, %s KV cache, batch %lld, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, "
+                "%.0f GB/s (%.3g GB moved per step)\n",
+                std::string(dtype_name(weights)).c_str(), std::string(dtype_name(kv)).c_str(),
+                static_cast<long long>(batch), static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches",
                 ms, 1e3 * static_cast<double>(batch) / ms, gbps, work.bytes_moved() / 1e9);
     EXPECT_GT(ms, 0);
   }

@@ -151,6 +151,33 @@ TEST(LlmWorkloadOffline, QualityFiguresBesideTheTimings) {
   }
 }
 
+// An fp8 e4m3 KV cache (R6): recorded as the case's cache precision, said in what ran, the quality
+// against the cache a bf16 case holds beside the timings under its own names, and the weights'
+// quality (bf16 against fp32) measured with the case's fp8 cache on both sides.
+TEST(LlmWorkloadOffline, Fp8KvCacheReportsItsQuality) {
+  const auto rec = run_llm({{"batch", "2"}, {"prompt", "16"}, {"output", "8"}, {"kv", "fp8_e4m3"}});
+  ASSERT_EQ(rec.status, case_status::ok) << rec.message;
+  EXPECT_EQ(rec.fields.at("precision.kv_cache"), "fp8_e4m3");
+  EXPECT_THAT(rec.details.at("precision.as_run"), HasSubstr("KV cache fp8 e4m3 (scale 1, saturating)"));
+  EXPECT_EQ(rec.details.at("quality.kv_cache.reference"), "bf16 KV cache on the cpu reference (held there in fp32)");
+  EXPECT_THAT(rec.details.at("quality.kv_cache.positions"), StartsWith("16 (2 sequences x 8 positions"));
+  const double err = metric_value(rec, "quality/kv_cache/logits_rel_error");
+  EXPECT_GT(err, 0) << "decode steps read the rounded cache";
+  EXPECT_LT(err, 0.05);
+  EXPECT_GE(metric_value(rec, "quality/kv_cache/top1_agreement"), 0.5);
+  EXPECT_EQ(rec.details.at("quality.reference"), "fp32 weights on the cpu reference (fp8 e4m3 KV cache, as the case's)");
+  EXPECT_GT(metric_value(rec, "quality/logits_rel_error"), 0);
+  // A bf16 cache has no cache figures; a cache type the workload does not offer is refused.
+  const auto bf16 = run_llm({{"batch", "2"}, {"prompt", "16"}, {"output", "8"}});
+  ASSERT_EQ(bf16.status, case_status::ok) << bf16.message;
+  EXPECT_EQ(bf16.find_metric("quality/kv_cache/logits_rel_error"), nullptr);
+  EXPECT_EQ(bf16.details.count("quality.kv_cache.reference"), 0u);
+  // The cpu engine holds either cache in fp32: the same plan.
+  EXPECT_EQ(metric_value(rec, "memory/plan/kv_cache"), metric_value(bf16, "memory/plan/kv_cache"));
+  const auto msg = usage_message([] { (void)expand_cases(llm_workload(), {{"model", "tiny"}, {"kv", "fp16"}}); });
+  EXPECT_THAT(msg, HasSubstr("axis kv: unknown value 'fp16'; choose from bf16, fp8_e4m3"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Offline, end-to-end loop from a real prompts file
 

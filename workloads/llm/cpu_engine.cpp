@@ -6,9 +6,21 @@
 #include "workloads/gemm/numeric.hpp"
 
 namespace itera::llm {
+namespace {
+
+// The reference model's cache precision for the case's: a bf16 cache is held in fp32, as computed.
+dtype reference_kv(dtype kv) {
+  if (kv == dtype::bf16 || kv == dtype::fp32) return dtype::fp32;
+  if (kv == dtype::fp8_e4m3) return kv;
+  throw usage_error(fmt::format("llm cpu engine: KV cache {}: choose bf16 (held in fp32) or fp8_e4m3", dtype_name(kv)));
+}
+
+}  // namespace
 
 cpu_engine::cpu_engine(model_weights weights, const cpu_engine_options& options)
-    : m_weights(std::make_unique<model_weights>(std::move(weights))), m_options(options), m_model(*m_weights) {
+    : m_weights(std::make_unique<model_weights>(std::move(weights))),
+      m_options(options),
+      m_model(*m_weights, reference_kv(options.kv)) {
   const model_config& c = m_weights->config;
   if (m_options.slots < 1) throw usage_error(fmt::format("llm cpu engine: batch {} must be at least 1", m_options.slots));
   if (m_options.max_context < 1 || m_options.max_context > c.max_position)
@@ -34,6 +46,11 @@ engine_memory cpu_engine::memory() const {
 }
 
 std::string cpu_engine::precision_note() const {
+  if (m_model.kv() == dtype::fp8_e4m3)
+    return fmt::format("{} weight values widened to fp32; fp32 activations and accumulation (OpenBLAS sgemm); KV cache "
+                       "fp8 e4m3 (scale 1, saturating), K and V rounded at the cache store and held widened to fp32; "
+                       "a prefill attends over its own K and V unrounded, decode steps read the rounded cache",
+                       dtype_name(m_weights->storage));
   return fmt::format("{} weight values widened to fp32; fp32 activations, KV cache and accumulation (OpenBLAS sgemm)",
                      dtype_name(m_weights->storage));
 }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
+#include "workloads/gemm/numeric.hpp"
 
 namespace itera::llm {
 namespace {
@@ -74,13 +75,25 @@ void rms_norm(const float* x, const float* weight, float* out, std::int64_t n, d
   for (std::int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * scale);
 }
 
+float kv_cache_value(dtype kv, float v) {
+  switch (kv) {
+    case dtype::fp32: return v;
+    case dtype::fp8_e4m3: return gemm::numeric::fp8_e4m3_to_float(gemm::numeric::float_to_fp8_e4m3(v));
+    default: break;
+  }
+  throw usage_error(fmt::format("the cpu reference holds its KV cache in fp32 or rounds it to fp8_e4m3; {} is not one "
+                                "of them (the cpu engine holds a bf16 cache in fp32)",
+                                dtype_name(kv)));
+}
+
 std::int32_t argmax(std::span<const float> logits) {
   if (logits.empty()) throw std::logic_error("argmax of no logits");
   return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-reference_model::reference_model(const model_weights& weights) : m_weights(weights) {
+reference_model::reference_model(const model_weights& weights, dtype kv) : m_weights(weights), m_kv(kv) {
   validate(weights.config);
+  (void)kv_cache_value(kv, 0.0f);  // refuses a precision the cache does not hold
   for (const auto& spec : tensor_specs(weights.config))
     if (static_cast<std::int64_t>(weights.tensor(spec).size()) != spec.elements())
       throw std::logic_error(fmt::format("reference_model: tensor '{}' holds {} values, its shape needs {}", spec.name,
@@ -115,11 +128,14 @@ std::vector<std::vector<float>> reference_model::forward(std::span<sequence* con
         throw usage_error(fmt::format("sequence {}: token {} is outside the vocabulary 0..{}", s, t, c.vocab - 1));
   }
 
-  // Rows: every new token of every sequence, sequence by sequence.
+  // Rows: every new token of every sequence, sequence by sequence. A sequence empty before the
+  // pass (a prefill from position 0) attends over its own rows' K and V as computed (first_row: its
+  // first row); the others read their cache (the header says why).
   std::vector<std::size_t> row_seq;
-  std::vector<std::int64_t> row_pos;
+  std::vector<std::int64_t> row_pos, first_row(seqs.size(), -1);
   for (std::size_t s = 0; s < seqs.size(); ++s)
     for (std::size_t i = 0; i < tokens[s].size(); ++i) {
+      if (i == 0 && seqs[s]->length == 0) first_row[s] = static_cast<std::int64_t>(row_seq.size());
       row_seq.push_back(s);
       row_pos.push_back(seqs[s]->length + static_cast<std::int64_t>(i));
     }
@@ -180,14 +196,20 @@ std::vector<std::vector<float>> reference_model::forward(std::span<sequence* con
     }
     for (std::int64_t r = 0; r < rows; ++r) {
       sequence& seq = *seqs[row_seq[sz(r)]];
-      std::copy_n(k.begin() + r * kvd, kvd, seq.keys[sz(l)].begin() + row_pos[sz(r)] * kvd);
-      std::copy_n(v.begin() + r * kvd, kvd, seq.values[sz(l)].begin() + row_pos[sz(r)] * kvd);
+      const auto to_cache = [&](float value) { return kv_cache_value(m_kv, value); };
+      std::transform(k.begin() + r * kvd, k.begin() + (r + 1) * kvd, seq.keys[sz(l)].begin() + row_pos[sz(r)] * kvd, to_cache);
+      std::transform(v.begin() + r * kvd, v.begin() + (r + 1) * kvd, seq.values[sz(l)].begin() + row_pos[sz(r)] * kvd,
+                     to_cache);
     }
-    // Causal attention: the query at position p sees cache positions 0..p of its own sequence.
+    // Causal attention: the query at position p sees positions 0..p of its own sequence: the
+    // pass's own K and V rows for a sequence that was empty (key j is row first_row + j), its
+    // cache otherwise.
     for (std::int64_t r = 0; r < rows; ++r) {
-      const sequence& seq = *seqs[row_seq[sz(r)]];
-      const std::vector<float>& keys = seq.keys[sz(l)];
-      const std::vector<float>& values = seq.values[sz(l)];
+      const std::size_t s = row_seq[sz(r)];
+      const sequence& seq = *seqs[s];
+      const bool own_rows = first_row[s] >= 0;
+      const float* keys = own_rows ? &k[sz(first_row[s] * kvd)] : seq.keys[sz(l)].data();
+      const float* values = own_rows ? &v[sz(first_row[s] * kvd)] : seq.values[sz(l)].data();
       const std::int64_t p = row_pos[sz(r)];
       scores.resize(sz(p + 1));
       for (std::int64_t head = 0; head < c.heads; ++head) {

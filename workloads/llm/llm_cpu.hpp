@@ -14,6 +14,16 @@
 // Conventions are Hugging Face's (LlamaForCausalLM, Qwen2ForCausalLM): RMSNorm in fp32 with eps
 // inside the square root; RoPE "rotate_half" (pairs i and i + head_dim/2), inv_freq rounded to fp32
 // and the angle position x inv_freq computed in fp32, as transformers does.
+//
+// KV cache precision. By default the cache holds K and V in fp32 as computed. With an fp8 e4m3
+// cache (as vLLM runs one without calibration: one fp32 scale per tensor, fixed at 1) each value
+// is rounded to its e4m3 code when stored (nearest even, saturating at +-448) and held widened.
+// Which K and V the attention reads: a pass into an empty sequence (a prefill from position 0)
+// attends over the pass's own K and V as computed, not the rounded cache, as serving engines do
+// for a prefill with an fp8 cache; a pass after held tokens (a decode step, a chunked prefill)
+// reads the cache, its own new rows included, rounded at the store like the rest. The cuda
+// engine does the same (llm_cuda.hpp), its prefill reading its own rows at bf16. With an fp32
+// cache both readings are the same numbers.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -32,7 +42,14 @@ void apply_rope(float* head, std::int64_t head_dim, std::int64_t position, std::
 // out = x / sqrt(mean(x^2) + eps) * weight, over n values (out may be x).
 void rms_norm(const float* x, const float* weight, float* out, std::int64_t n, double eps);
 
-// One sequence's state: its fp32 KV cache, per layer [position][kv_heads x head_dim].
+// A K or V value as a cache of `kv` holds it: fp32 as is; fp8_e4m3 its e4m3 code (round to
+// nearest even, saturating at +-448: never NaN for a finite value) widened back, the code the
+// cuda engine's store (__nv_cvt_float_to_fp8, __NV_SATFINITE) gives for the same fp32 value.
+// usage_error for another type.
+float kv_cache_value(dtype kv, float v);
+
+// One sequence's state: its KV cache, per layer [position][kv_heads x head_dim], values as the
+// model's cache precision holds them, widened to fp32.
 struct sequence {
   std::int64_t length = 0;  // tokens held
   std::vector<std::vector<float>> keys, values;
@@ -42,11 +59,13 @@ enum class logits_for { all_positions, last_position };
 
 class reference_model {
  public:
-  // Keeps a reference to `weights`: they must outlive the model.
-  explicit reference_model(const model_weights& weights);
-  explicit reference_model(model_weights&&) = delete;  // a temporary would not outlive the model
+  // Keeps a reference to `weights`: they must outlive the model. kv: the cache's precision, fp32
+  // or fp8_e4m3 (usage_error otherwise; the cpu engine holds a bf16 case's cache in fp32).
+  explicit reference_model(const model_weights& weights, dtype kv = dtype::fp32);
+  reference_model(model_weights&&, dtype = dtype::fp32) = delete;  // a temporary would not outlive the model
 
   const model_config& config() const { return m_weights.config; }
+  dtype kv() const { return m_kv; }
   sequence new_sequence() const;
 
   // Runs `tokens` after what `seq` holds and appends them to its cache. Returns the logits of
@@ -77,6 +96,7 @@ class reference_model {
 
  private:
   const model_weights& m_weights;
+  dtype m_kv = dtype::fp32;
   std::vector<float> m_inv_freq;
 };
 

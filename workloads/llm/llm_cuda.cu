@@ -13,7 +13,8 @@
 // column-major). bf16 inputs, fp32 compute; D bf16 (qkv, gate/up) or fp32 (o and down adding into
 // the residual with beta = 1, the logits with beta = 0).
 //
-// KV cache: K and V, each [layer][sequence][kv_head][max_context][head_dim] bf16.
+// KV cache: K and V, each [layer][sequence][kv_head][max_context][head_dim], bf16 or fp8 e4m3
+// codes (engine_options::kv).
 #include "workloads/llm/llm_cuda.hpp"
 
 #include <cublasLt.h>
@@ -108,6 +109,7 @@ struct cuda_engine::impl {
   device_buffer weights;
 
   bool fp8 = false;           // projections stored as fp8 e4m3 codes + row scales
+  bool kv8 = false;           // the KV cache holds fp8 e4m3 codes (scale 1)
   bool fp8_mma = false;       // fp8: products above the gemv's rows on fp8 tensor cores
   device_buffer dequantised;  // fp8 without fp8_mma: bf16 scratch of the largest projection
   device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
@@ -137,8 +139,12 @@ struct cuda_engine::impl {
     if (o.weights != dtype::bf16 && o.weights != dtype::fp8_e4m3)
       throw usage_error(cat("llm cuda engine: weights ", dtype_name(o.weights), " are not stored by this engine; ",
                             "choose bf16 or fp8_e4m3"));
+    if (o.kv != dtype::bf16 && o.kv != dtype::fp8_e4m3)
+      throw usage_error(cat("llm cuda engine: KV cache ", dtype_name(o.kv), " is not stored by this engine; ",
+                            "choose bf16 or fp8_e4m3"));
     fp8 = o.weights == dtype::fp8_e4m3;
     fp8_mma = fp8 && fp8_products_available(d);
+    kv8 = o.kv == dtype::fp8_e4m3;
     if (o.batch < 1) throw usage_error(cat("llm cuda engine: batch ", o.batch, " must be at least 1"));
     if (o.max_context < 1 || o.max_context > c.max_position)
       throw usage_error(cat("llm cuda engine: context ", o.max_context, " must be in 1..", c.max_position, " (", c.name,
@@ -153,6 +159,7 @@ struct cuda_engine::impl {
     shape.kv_heads = c.kv_heads;
     shape.head_dim = c.head_dim;
     shape.max_context = o.max_context;
+    shape.kv = kv8 ? k::kv_storage::fp8_e4m3 : k::kv_storage::bf16;
     attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
     k::prepare_attention(shape);
 
@@ -197,8 +204,8 @@ struct cuda_engine::impl {
                                           c.hidden * c.intermediate})));
       }
       const auto cache_elems = static_cast<std::uint64_t>(c.layers * o.batch * c.kv_heads * o.max_context * c.head_dim);
-      k_cache = big(cache_elems * 2);
-      v_cache = big(cache_elems * 2);
+      k_cache = big(cache_elems * kv_element_bytes());
+      v_cache = big(cache_elems * kv_element_bytes());
       const auto rows = static_cast<std::uint64_t>(max_rows);
       x = big(rows * static_cast<std::uint64_t>(c.hidden) * 4);
       h = big(rows * static_cast<std::uint64_t>(c.hidden) * 2);
@@ -491,9 +498,12 @@ struct cuda_engine::impl {
     gemm(w, c.hidden, c.intermediate, act.as<bf16>(), n, x.data(), true, 1.0f);
   }
 
-  // The cache of layer l.
-  bf16* cache_at(const device_buffer& cache, std::int64_t l) const {
-    return cache.as<bf16>() + l * o.batch * c.kv_heads * o.max_context * c.head_dim;
+  std::uint64_t kv_element_bytes() const { return kv8 ? 1 : 2; }
+
+  // The cache of layer l from slot `first` on.
+  void* cache_at(const device_buffer& cache, std::int64_t l, std::int64_t first) const {
+    const std::int64_t elements = (l * o.batch + first) * c.kv_heads * o.max_context * c.head_dim;
+    return cache.as<unsigned char>() + static_cast<std::uint64_t>(elements) * kv_element_bytes();
   }
 
   // One forward pass over slots [first, first + nseq), rows_per_seq rows each: a prefill (ids from
@@ -516,10 +526,12 @@ struct cuda_engine::impl {
     sh.rows_per_seq = rows_per_seq;
     const auto* ids = prefill ? prompt_ids.as<std::int32_t>() : next.as<std::int32_t>() + first;
     auto* lens = lengths.as<std::int32_t>() + first;
-    const std::int64_t cache_first = first * c.kv_heads * o.max_context * c.head_dim;
-    double cache_bytes = 0;  // K and V the attention reads, per layer
+    // K and V the attention reads, per layer: a prefill its own rows (bf16), a decode step the
+    // cache as stored (1 byte per element for fp8).
+    double cache_bytes = 0;
+    const double kv_element = prefill ? 2.0 : static_cast<double>(kv_element_bytes());
     for (std::int64_t i = first; i < first + nseq; ++i)
-      cache_bytes += wbytes(2 * c.kv_dim() *
+      cache_bytes += kv_element * static_cast<double>(2 * c.kv_dim() *
                             std::min((prefill ? 0 : held[static_cast<std::size_t>(i)]) + rows_per_seq, o.max_context));
     {
       stage st(rec, "embed");
@@ -538,13 +550,13 @@ struct cuda_engine::impl {
           stage st(rec, "rope");
           if (c.attention_bias) st.read(wbytes(qkv_width));
           k::bias_rope_store(qkv.as<bf16>(), c.attention_bias ? w_at(lo.bqkv) : nullptr, inv_freq.as<float>(), lens,
-                             rows, sh, cache_at(k_cache, l) + cache_first, cache_at(v_cache, l) + cache_first, s);
+                             rows, sh, cache_at(k_cache, l, first), cache_at(v_cache, l, first), prefill, s);
         }
         {
           stage st(rec, "attention");
           st.read(cache_bytes);
-          k::attention(qkv.as<bf16>(), cache_at(k_cache, l) + cache_first, cache_at(v_cache, l) + cache_first, lens,
-                       rows, sh, attention_scale, attn.as<bf16>(), s);
+          k::attention(qkv.as<bf16>(), cache_at(k_cache, l, first), cache_at(v_cache, l, first), lens, rows, sh, prefill,
+                       attention_scale, attn.as<bf16>(), s);
         }
         {
           stage st(rec, "o_proj");
@@ -775,6 +787,7 @@ engine_memory cuda_engine::plan(backend& dev, const model_config& config, const 
   memory_request r;
   r.config = config;
   r.weights = options.weights;
+  r.kv = options.kv;
   r.batch = options.batch;
   r.context = options.max_context;
   r.prefill_tokens = options.max_prompt;
@@ -830,23 +843,32 @@ engine_memory cuda_engine::memory() const {
 }
 
 std::string cuda_engine::precision_note() const {
+  // With a bf16 cache the notes name it with the other bf16 parts; an fp8 one has its own sentence.
+  const char* bf16_parts = m->kv8 ? "embedding, LM head and norms" : "embedding, LM head, norms and KV cache";
+  const std::string kv_note =
+      m->kv8 ? cat("; KV cache fp8 e4m3 (scale 1, saturating), K and V rounded from fp32 at the cache store; a ",
+                   "prefill attends over its own bf16 K and V, decode steps read the fp8 cache, widened in the ",
+                   "attention kernel (to fp32 on CUDA cores, to bf16 for tensor cores)")
+             : std::string();
   if (m->fp8 && m->fp8_mma)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
-               "embedding, LM head, norms and KV cache; bf16 activations between kernels, fp32 residual stream; at or "
+               bf16_parts, "; bf16 activations between kernels, fp32 residual stream; at or "
                "below ", impl::fp8_gemv_rows(), " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
                "accumulation, scale applied to the sum); above, fp8 tensor-core products in cuBLASLt on the codes ",
                "(fp32 accumulation), the activations quantised to e4m3 with one scale per token, the weight-row and ",
-               "token scales applied to the sums after (bf16 outputs rounded twice: the sum, then the scaled value)");
+               "token scales applied to the sums after (bf16 outputs rounded twice: the sum, then the scaled value)",
+               kv_note);
   if (m->fp8)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
-               "embedding, LM head, norms and KV cache; bf16 activations between kernels, fp32 residual stream; at or "
+               bf16_parts, "; bf16 activations between kernels, fp32 residual stream; at or "
                "below ", impl::fp8_gemv_rows(), " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
                "accumulation, scale applied to the sum); above, each projection is dequantised to a bf16 scratch ",
                "(code x scale rounded to bf16) and multiplied in cuBLASLt bf16 (fp32 accumulation): cuBLASLt offers ",
-               "no fp8 products on this device (or ITERA_LLM_FP8_PRODUCTS=0)");
-  return cat("bf16 weights and KV cache; bf16 activations between kernels, fp32 residual stream; cuBLASLt bf16 "
+               "no fp8 products on this device (or ITERA_LLM_FP8_PRODUCTS=0)", kv_note);
+  return cat(m->kv8 ? "bf16 weights" : "bf16 weights and KV cache",
+             "; bf16 activations between kernels, fp32 residual stream; cuBLASLt bf16 "
              "tensor-core products (fp32 accumulation) above ",
-             k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below");
+             k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below", kv_note);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }

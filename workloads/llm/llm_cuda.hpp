@@ -1,17 +1,23 @@
 #pragma once
-// The llm model on the cuda backend: bf16 (or fp8 e4m3) weights, bf16 KV cache, fp32 residual stream and
-// accumulation, cuBLASLt for every matrix product, the kernels of src/kernels/llm_kernels.cuh for
-// the rest. No CUDA headers here: front ends and tests (.cpp) use it as is.
+// The llm model on the cuda backend: bf16 (or fp8 e4m3) weights, bf16 (or fp8 e4m3) KV cache, fp32
+// residual stream and accumulation, cuBLASLt for every matrix product, the kernels of
+// src/kernels/llm_kernels.cuh for the rest. No CUDA headers here: front ends and tests (.cpp) use
+// it as is.
 //
 // A forward pass over T rows (prefill: batch x prompt, sequence by sequence; decode: batch):
 //   x (fp32) = embed[tokens]
 //   per layer:  h = rmsnorm(x) (bf16) ; qkv = h Wqkv^T (bf16, Wqkv = [q; k; v] rows fused at load)
 //               bias, RoPE on q and k, k and v into the cache at each row's position
-//               a = attention(q, cache) (bf16) ; x += a Wo^T (cuBLASLt, fp32 output, beta = 1)
+//               a = attention(q, K, V) (bf16) ; x += a Wo^T (cuBLASLt, fp32 output, beta = 1)
 //               h = rmsnorm(x) ; gu = h Wgu^T (Wgu = [gate; up]) ; m = silu(g) * u ; x += m Wdown^T
 //   logits (fp32) = rmsnorm(x) Wlm^T (rows needed only) ; next = argmax per sequence
 // At decode sizes (the gemv's rows) each rmsnorm runs inside the product after it and silu(g) * u
 // inside the down product (llm_kernels.cuh: gemv_rms_norm, gemv_swiglu), with the same roundings.
+// The attention's K and V: a prefill (every slot it fills starts empty) reads the pass's own rows
+// (the rotated k written back into qkv, bf16), a decode step the cache, its new token included.
+// With an fp8 e4m3 cache (engine_options::kv) K and V are rounded from fp32 to e4m3 at the store
+// (one scale per tensor, fixed at 1, saturating at +-448): a prefill's attention sees bf16 K and V,
+// decode steps the fp8 cache, as the cpu reference does (llm_cpu.hpp).
 //
 // Per-step state lives on the device: each sequence's length (the position its next token takes)
 // and the token ids. decode_device() reads the ids there, writes the argmax back there and advances
@@ -48,6 +54,9 @@ struct engine_options {
   // after) where cuBLASLt multiplies fp8 (cuda_engine::fp8_products_available), else dequantise
   // the matrix to a bf16 scratch and run cuBLASLt in bf16.
   dtype weights = dtype::bf16;
+  // KV cache storage: bf16, or fp8_e4m3 codes (1 byte per element; scale 1, saturating; read back
+  // by the decode attention only: memory_plan's kv bytes halve, and a decode step's cache bytes).
+  dtype kv = dtype::bf16;
   // The weights, the KV cache and the activations in evictable device memory, so that offload()
   // can give them back between uses (residency=staged in the multimodal pipeline).
   bool evictable = false;

@@ -34,7 +34,10 @@ workload_decl declaration() {
       {"weights", axis_kind::string, "bf16",
        "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16",
        {"bf16", "fp16", "fp8_e4m3"}, 0, 0},
-      {"kv", axis_kind::string, "bf16", "KV cache storage", {"bf16"}, 0, 0},
+      {"kv", axis_kind::string, "bf16",
+       "KV cache storage; fp8_e4m3: K and V rounded to e4m3 at the cache store (one scale per tensor, fixed at 1, "
+       "saturating), a prefill attending over its own bf16 K and V; quality reported against a bf16 cache",
+       {"bf16", "fp8_e4m3"}, 0, 0},
       {"scenario", axis_kind::string, "offline", "offline batch, Poisson server, or single stream",
        {"offline", "server", "single_stream"}, 0, 0},
       {"loop", axis_kind::string, "compute",
@@ -94,20 +97,29 @@ void run_cpu(case_state& st) {
   cpu_engine_options o;
   o.slots = c.kind == scenario::single_stream ? 1 : c.batch;
   o.max_context = c.context;
+  o.kv = c.kv;
   cpu_engine eng(std::move(weights), o);
   run_case(st, eng, c);
-  // Quality against the precision above (fp8 against bf16, bf16 and fp16 against fp32).
-  if (c.weights == dtype::fp32) return;
-  const dtype ref = c.weights == dtype::fp8_e4m3 ? dtype::bf16 : dtype::fp32;
-  const auto model_in = [&](dtype storage) {
-    return [&c, storage](std::int64_t sequences, std::int64_t) {
+  // Quality against the precision above, each raised alone: the weights (fp8 against bf16, bf16 and
+  // fp16 against fp32; the cache as the case's) and an fp8 KV cache (against the cache a bf16 case
+  // holds, fp32 on this engine; the weights as the case's).
+  const dtype case_kv = c.kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32;  // the reference model's cache
+  const auto model_in = [&c](dtype storage, dtype kv) {
+    return [&c, storage, kv](std::int64_t sequences, std::int64_t) {
       return reference_logits_model(c.checkpoint == "random" ? random_weights(c.config, storage, c.seed)
                                                              : load_checkpoint(c.checkpoint, storage),
-                                    sequences);
+                                    sequences, kv);
     };
   };
-  record_quality(st, c, model_in(c.weights), model_in(ref),
-                 fmt::format("{} weights on the cpu reference", dtype_name(ref)));
+  if (c.weights != dtype::fp32) {
+    const dtype ref = c.weights == dtype::fp8_e4m3 ? dtype::bf16 : dtype::fp32;
+    record_quality(st, c, model_in(c.weights, case_kv), model_in(ref, case_kv),
+                   fmt::format("{} weights on the cpu reference{}", dtype_name(ref),
+                               case_kv == dtype::fp8_e4m3 ? " (fp8 e4m3 KV cache, as the case's)" : ""));
+  }
+  if (c.kv == dtype::fp8_e4m3)
+    record_quality(st, c, model_in(c.weights, dtype::fp8_e4m3), model_in(c.weights, dtype::fp32),
+                   "bf16 KV cache on the cpu reference (held there in fp32)", quality_of::kv_cache);
 }
 
 }  // namespace itera::llm

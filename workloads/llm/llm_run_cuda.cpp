@@ -56,6 +56,7 @@ void run_cuda(case_state& st) {
   o.max_prompt = c.prompts == "synthetic" ? c.prompt : c.context;
   o.prefill_batch = c.kind == scenario::offline ? o.batch : 1;
   o.weights = c.weights;
+  o.kv = c.kv;
   std::unique_ptr<cuda_engine> eng = make_engine(dev, c, o);
   run_case(st, *eng, c);
   eng->synchronize();
@@ -69,19 +70,25 @@ void run_cuda(case_state& st) {
   st.add_metric("memory/device_used", driver, "B");
   eng.reset();
 
-  // fp8 weights: quality against bf16 weights on this card (R6, R10), measured after the memory
-  // figures, one engine at a time.
-  if (c.weights != dtype::fp8_e4m3) return;
-  const auto engine_in = [&](dtype weights) {
-    return [&, weights](std::int64_t sequences, std::int64_t context) -> std::unique_ptr<logits_model> {
+  // fp8 weights and an fp8 KV cache: quality against bf16 on this card (R6, R10), each raised
+  // alone (the other as the case's), measured after the memory figures, one engine at a time.
+  const auto engine_in = [&](dtype weights, dtype kv) {
+    return [&, weights, kv](std::int64_t sequences, std::int64_t context) -> std::unique_ptr<logits_model> {
       engine_options q;
       q.batch = sequences;
       q.max_context = context;
       q.weights = weights;
+      q.kv = kv;
       return std::make_unique<engine_logits>(make_engine(dev, c, q));
     };
   };
-  record_quality(st, c, engine_in(dtype::fp8_e4m3), engine_in(dtype::bf16), "bf16 weights on the cuda engine");
+  if (c.weights == dtype::fp8_e4m3)
+    record_quality(st, c, engine_in(dtype::fp8_e4m3, c.kv), engine_in(dtype::bf16, c.kv),
+                   c.kv == dtype::fp8_e4m3 ? "bf16 weights on the cuda engine (fp8 e4m3 KV cache, as the case's)"
+                                           : "bf16 weights on the cuda engine");
+  if (c.kv == dtype::fp8_e4m3)
+    record_quality(st, c, engine_in(c.weights, dtype::fp8_e4m3), engine_in(c.weights, dtype::bf16),
+                   "bf16 KV cache on the cuda engine", quality_of::kv_cache);
 }
 
 }  // namespace itera::llm

@@ -321,7 +321,9 @@ step_work prefill_work(const model_config& c, dtype weights, dtype kv, std::span
     w.tokens += n;
     w.weight_bytes_read += static_cast<double>(n) * embedding_row_bytes(c, weights);
     w.kv_bytes_written += static_cast<double>(n) * kv_bytes_per_token(c, kv);
-    w.kv_bytes_read += static_cast<double>(n) * kv_bytes_per_token(c, kv);  // attention reads what was written
+    // The attention reads the pass's own K and V as the projection made them (bf16 activations),
+    // not the cache: the same bytes as a bf16 cache, whatever the cache stores.
+    w.kv_bytes_read += static_cast<double>(n) * kv_bytes_per_token(c, dtype::bf16);
     w.flops += 2.0 * body * static_cast<double>(n) + (n > 0 ? 2.0 * head : 0.0) +
                attention_flops(c, 1) * static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
   }

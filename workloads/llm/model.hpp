@@ -87,7 +87,8 @@ double weight_bytes(const model_config& c, dtype weights);
 double embedding_bytes(const model_config& c, dtype weights);  // the table, in its storage type
 double embedding_row_bytes(const model_config& c, dtype weights);
 
-// K and V of one token across all layers: 2 x layers x kv_heads x head_dim x bytes.
+// K and V of one token across all layers: 2 x layers x kv_heads x head_dim x bytes (1 for
+// fp8_e4m3: one fp32 scale per tensor, fixed at 1, takes no bytes per token).
 double kv_bytes_per_token(const model_config& c, dtype kv);
 
 // FLOPs of attention for one query position attending to `keys` positions: QK^T and PV,
@@ -113,7 +114,8 @@ step_work decode_step_work(const model_config& c, dtype weights, dtype kv, std::
 
 // Prefill of prompts of the given lengths into empty caches, the LM head applied to the last
 // position of each (what generation needs). Causal attention counts only unmasked pairs:
-// P (P + 1) / 2 per sequence. K and V are written once and read once by the attention.
+// P (P + 1) / 2 per sequence. K and V are written once into the cache (in `kv`) and read once by
+// the attention, from the pass's own rows (bf16 activations: an fp8 cache is not read back).
 step_work prefill_work(const model_config& c, dtype weights, dtype kv, std::span<const std::int64_t> prompt);
 
 }  // namespace itera::llm

@@ -76,8 +76,10 @@ namespace {
 
 class reference_logits final : public logits_model {
  public:
-  reference_logits(model_weights w, std::int64_t n)
-      : m_weights(std::make_unique<model_weights>(std::move(w))), m_model(*m_weights), m_seqs(static_cast<std::size_t>(n)) {}
+  reference_logits(model_weights w, std::int64_t n, dtype kv)
+      : m_weights(std::make_unique<model_weights>(std::move(w))),
+        m_model(*m_weights, kv),
+        m_seqs(static_cast<std::size_t>(n)) {}
   std::int64_t sequences() const override { return static_cast<std::int64_t>(m_seqs.size()); }
   std::int64_t vocab() const override { return m_model.config().vocab; }
   std::vector<float> prefill(std::span<const std::int32_t> tokens, std::int64_t prompt) override {
@@ -110,8 +112,8 @@ class reference_logits final : public logits_model {
 
 }  // namespace
 
-std::unique_ptr<logits_model> reference_logits_model(model_weights weights, std::int64_t sequences) {
-  return std::make_unique<reference_logits>(std::move(weights), sequences);
+std::unique_ptr<logits_model> reference_logits_model(model_weights weights, std::int64_t sequences, dtype kv) {
+  return std::make_unique<reference_logits>(std::move(weights), sequences, kv);
 }
 
 }  // namespace itera::llm

@@ -48,7 +48,8 @@ struct quality_figures {
 quality_figures compare_traces(const quality_trace& test, const quality_trace& reference);
 
 // The cpu reference model (llm_cpu.hpp) over `sequences` sequences, as a logits_model owning its
-// weights.
-std::unique_ptr<logits_model> reference_logits_model(model_weights weights, std::int64_t sequences);
+// weights; kv: its cache precision (fp32, or fp8_e4m3 rounded at the store).
+std::unique_ptr<logits_model> reference_logits_model(model_weights weights, std::int64_t sequences,
+                                                     dtype kv = dtype::fp32);
 
 }  // namespace itera::llm

@@ -533,16 +533,18 @@ void run_case(case_state& st, engine& eng, const llm_case& c) {
 }
 
 void record_quality(case_state& st, const llm_case& c, const logits_model_factory& test,
-                    const logits_model_factory& reference, const std::string& reference_name) {
+                    const logits_model_factory& reference, const std::string& reference_name, quality_of what) {
+  const bool kv = what == quality_of::kv_cache;
+  const std::string metric = kv ? "quality/kv_cache/" : "quality/", detail = kv ? "quality.kv_cache." : "quality.";
   const std::int64_t n = std::min<std::int64_t>(c.batch, 4), positions = std::min<std::int64_t>(c.output, 16);
   // Synthetic prompts of the case's length, within its context and the model's positions.
   const std::int64_t prompt_len =
       std::max<std::int64_t>(1, std::min({c.prompt, c.context, c.config.max_position - positions}));
   const model_config& m = c.config;
   const std::string key =
-      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{}|{}", m.name, m.layers, m.hidden, m.heads, m.kv_heads,
-                  m.head_dim, m.intermediate, m.vocab, c.checkpoint, c.seed, dtype_name(c.weights), reference_name,
-                  prompt_len, n);
+      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, m.layers, m.hidden, m.heads, m.kv_heads,
+                  m.head_dim, m.intermediate, m.vocab, c.checkpoint, c.seed, dtype_name(c.weights), dtype_name(c.kv),
+                  metric, reference_name, prompt_len, n);
   static std::mutex cache_mutex;
   static std::map<std::string, quality_figures> cache;
   quality_figures f;
@@ -574,13 +576,13 @@ void record_quality(case_state& st, const llm_case& c, const logits_model_factor
   } catch (const std::exception& e) {
     // The case's timings stand: only the figures are left out, with the reason (a reference that
     // does not fit on this card once the tested model is gone, say).
-    st.set_detail("quality.not_measured", fmt::format("against {}: {}", reference_name, e.what()));
+    st.set_detail(detail + "not_measured", fmt::format("against {}: {}", reference_name, e.what()));
     return;
   }
-  st.add_metric("quality/logits_rel_error", f.logits_rel_error, "ratio");
-  st.add_metric("quality/top1_agreement", f.top1_agreement, "ratio");
-  st.set_detail("quality.reference", reference_name);
-  st.set_detail("quality.positions",
+  st.add_metric(metric + "logits_rel_error", f.logits_rel_error, "ratio");
+  st.add_metric(metric + "top1_agreement", f.top1_agreement, "ratio");
+  st.set_detail(detail + "reference", reference_name);
+  st.set_detail(detail + "positions",
                 fmt::format("{} ({} sequences x {} positions after synthetic prompts of {} tokens, the reference "
                             "fed the tested model's greedy tokens)",
                             f.positions, n, positions, prompt_len));

@@ -82,16 +82,21 @@ memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, he
 memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_bytes, std::uint64_t workspace_bytes,
                          held_as held, bool fp8_products = false);
 
-// Quality of the case's weight precision against `reference_name` (quality.hpp), recorded as
-// quality/logits_rel_error and quality/top1_agreement with the reference and the positions in the
-// details: min(batch, 4) synthetic prompts of the case's length, min(output, 16) positions. Each
-// model is built by its function when needed and released before the next is built (the two
-// need not fit together). Figures are kept for the process's later cases of the same model,
-// weights, reference and prompt length. When a model cannot be built or run, the figures are left
-// out and the detail quality.not_measured says why: the case's timings stand.
+// Quality of one of the case's precisions against `reference_name` (quality.hpp): the tested
+// model is the case as run, the reference the same with that precision raised. `what` names the
+// figures: the weights, quality/logits_rel_error and quality/top1_agreement with the details
+// quality.reference, quality.positions; the KV cache, quality/kv_cache/... and quality.kv_cache.*
+// (a case with fp8 weights and an fp8 cache has both). min(batch, 4) synthetic prompts of the
+// case's length, min(output, 16) positions. Each model is built by its function when needed and
+// released before the next is built (the two need not fit together). Figures are kept for the
+// process's later cases of the same model, precisions, reference and prompt length. When a model
+// cannot be built or run, the figures are left out and the detail quality.not_measured (or
+// quality.kv_cache.not_measured) says why: the case's timings stand.
+enum class quality_of { weights, kv_cache };
 using logits_model_factory = std::function<std::unique_ptr<logits_model>(std::int64_t sequences, std::int64_t context)>;
 void record_quality(case_state& st, const llm_case& c, const logits_model_factory& test,
-                    const logits_model_factory& reference, const std::string& reference_name);
+                    const logits_model_factory& reference, const std::string& reference_name,
+                    quality_of what = quality_of::weights);
 
 // Runs the case on `eng` (built for it: slots = batch, max_context = context). Sets the recipe
 // fields, times the scenario and adds its figures.
