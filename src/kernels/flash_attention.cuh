@@ -125,7 +125,7 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // kept scaled (m = max(s) x scale_log2: the scale is positive), so each probability is one fused
 // multiply-add and one ex2: p = 2^(s x scale_log2 - m). The running max and sum move on, s is left
 // holding P, the unnormalised probabilities (fp32), and a_lo, a_hi get the factor O must be
-// rescaled by (rescale below) before P V is added; returns false when that factor is 1 for all the
+// rescaled by (mma.cuh: scale_rows) before P V is added; returns false when that factor is 1 for all the
 // warp's rows (warp-uniform: the rescale may be skipped). Shared by the mma.sync and the wgmma (sm_90a)
 // kernels, whose accumulators have this layout.
 template <bool Masking, int DP, class Allowed>
@@ -183,24 +183,12 @@ __device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_
   return moves;
 }
 
-// O *= a, per row.
-template <int NT>
-__device__ __forceinline__ void rescale(float (&o)[NT][4], float a_lo, float a_hi) {
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    o[n][0] *= a_lo;
-    o[n][1] *= a_lo;
-    o[n][2] *= a_hi;
-    o[n][3] *= a_hi;
-  }
-}
-
 // softmax_tile, then O rescaled at once (the mma.sync kernel).
 template <bool Masking, int DP, class Allowed>
 __device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[tile_k / 8][4], int k0,
                                                const Allowed& allowed, float scale_log2, int lane) {
   float a_lo, a_hi;
-  if (softmax_tile<Masking, DP>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi)) rescale(st.o, a_lo, a_hi);
+  if (softmax_tile<Masking, DP>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi)) scale_rows(st.o, a_lo, a_hi);
 }
 
 // P's A fragment (bf16) for keys 16 kk .. 16 kk + 15, straight from the softmax's registers.

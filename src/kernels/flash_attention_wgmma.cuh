@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   // serialises the products when registers of one may be written between the issue of another
   // and the wait.
   const auto rescale_o = [&] {
-    if (moved) rescale(st.o, a_lo, a_hi);
+    if (moved) scale_rows(st.o, a_lo, a_hi);
   };
   const auto add_pv = [&](std::int64_t j) {
     const int groups = (min(tile_k, keys - static_cast<int>(j) * tile_k) + 15) / 16;

@@ -531,13 +531,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
     m_hi = mn_hi;
     l_lo *= a_lo;
     l_hi *= a_hi;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      o[n][0] *= a_lo;
-      o[n][1] *= a_lo;
-      o[n][2] *= a_hi;
-      o[n][3] *= a_hi;
-    }
+    scale_rows(o, a_lo, a_hi);
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       sc[n][0] = exp2f(sc[n][0] - mn_lo);

@@ -63,6 +63,19 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Accumulator fragments c[n] (each the m16n8 C fragment of columns 8n ..) times a per row: a_lo for
+// the thread's row g (c0, c1), a_hi for row g + 8 (c2, c3). The online softmax's O rescale.
+template <int N>
+__device__ __forceinline__ void scale_rows(float (&c)[N][4], float a_lo, float a_hi) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    c[n][0] *= a_lo;
+    c[n][1] *= a_lo;
+    c[n][2] *= a_hi;
+    c[n][3] *= a_hi;
+  }
+}
+
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const unsigned*>(&v);

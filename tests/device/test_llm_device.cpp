@@ -33,6 +33,7 @@
 
 #include "itera/cuda/cuda_backend.hpp"
 #include "tests/support/cuda_test.hpp"
+#include "tests/support/numeric_error.hpp"
 #include "workloads/llm/llm_cuda.hpp"
 #endif
 
@@ -49,12 +50,7 @@ using namespace itera::llm;
 constexpr double logits_tolerance = 2e-2;
 
 double normalised_error(const float* gpu, const float* ref, std::size_t n) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    diff += (static_cast<double>(gpu[i]) - ref[i]) * (static_cast<double>(gpu[i]) - ref[i]);
-    norm += static_cast<double>(ref[i]) * ref[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
+  return itera::test::normalised_error({gpu, n}, {ref, n});
 }
 
 double rms_abs_error(const float* gpu, const float* ref, std::size_t n) {

@@ -16,18 +16,14 @@
 #include "workloads/llm/memory_plan.hpp"
 #include "workloads/llm/model.hpp"
 #include "workloads/llm/scenarios.hpp"
+#include "tests/support/numeric_error.hpp"
 
 namespace itera::llm {
 namespace {
 
 double normalised_error(std::span<const float> a, std::span<const float> b) {
   EXPECT_EQ(a.size(), b.size());
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
+  return test::normalised_error(a, b);
 }
 
 std::vector<std::int32_t> some_tokens(std::size_t n, std::uint32_t salt) {
