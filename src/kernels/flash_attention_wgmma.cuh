@@ -1,8 +1,8 @@
 #pragma once
 // The attention of flash_attention.cuh on Hopper's warpgroup instructions (wgmma, sm_90a), and
-// launch_attention, which picks the kernel: this one on compute capability 9.0 when the binary
-// holds sm_90a code (launch.cuh: wgmma_available) and the padded head dimension is 64 or 128, the
-// mma.sync kernel of flash_attention.cuh everywhere else. Policies, tiles and results are the same.
+// launch_attention, which picks the kernel (attention_choice.hpp): this one on compute capability
+// 9.0 when the binary holds sm_90a code and the padded head dimension is 64 or 128, the mma.sync
+// kernel of flash_attention.cuh everywhere else. Policies, tiles and results are the same.
 //
 // Why: the mma.sync kernel reached 111 TFLOP/s on the H200 on the llama-3.1-8b prefill of 2048
 // tokens (causal, head_dim 128): 8 warps per SM (255 registers), an issue slot every ~2 cycles per
@@ -145,6 +145,10 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   st.reset();
   const unsigned q_addr = smem_addr(sq);
   const std::int64_t tiles = (w.keys + tile_k - 1) / tile_k;
+  if (tiles == 0) {  // no policy asks for zero keys; nothing to read, so nothing is written
+    cp_async_wait<0>();
+    return;
+  }
   const auto buffer = [](std::int64_t j) { return static_cast<int>(j % stages); };
   // Tile 0 (with Q) and tile 1 in flight; S of tile 0.
   if (tiles > 1) issue_kv(tile_k, 1);
@@ -246,7 +250,7 @@ void launch(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
 template <int D, class Policy>
 void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
   if constexpr (D == 64 || D == 128) {
-    if (wgmma_available()) return sm90::launch<D>(policy, grid, scale, stream);
+    if (attention_kernel_for(D) == attention_kernel::wgmma) return sm90::launch<D>(policy, grid, scale, stream);
   }
   launch_mma_sync_attention<D>(policy, grid, scale, stream);
 }

@@ -1,5 +1,9 @@
 #include "src/kernels/launch.cuh"
 
+#include <string>
+
+#include "itera/core/errors.hpp"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -41,21 +45,22 @@ int device_multiprocessors() {
 
 bool device_is_sm90_or_later() { return device_compute_major() >= 9; }
 
+bool env_switch(const char* name, bool unset) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return unset;
+  if (std::strcmp(v, "1") == 0) return true;
+  if (std::strcmp(v, "0") == 0) return false;
+  throw usage_error(std::string(name) + "='" + v + "': give 1 (on) or 0 (off), or leave it unset");
+}
+
 bool programmatic_launch_enabled() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("ITERA_LLM_PDL");
-    return v && std::strcmp(v, "1") == 0;
-  }();
+  static const bool allowed = env_switch("ITERA_LLM_PDL", false);
   return allowed && device_is_sm90_or_later();
 }
 
 bool wgmma_available() {
 #if defined(ITERA_CUDA_SM90A)
-  static const bool switched_off = [] {
-    const char* v = std::getenv("ITERA_ATTENTION_WGMMA");
-    return v && std::strcmp(v, "0") == 0;
-  }();
-  if (switched_off || device_compute_major() != 9) return false;
+  if (device_compute_major() != 9) return false;
   // sm_90a code runs on compute capability 9.0 exactly (where the runtime picks it over the other
   // targets). The minor number is asked each time: 0 cannot mark "not asked" in cached_attribute.
   int device = 0, minor = 0;
@@ -65,6 +70,31 @@ bool wgmma_available() {
 #else
   return false;
 #endif
+}
+
+namespace {
+// -1: the environment decides; otherwise an attention_kernel a test asked for.
+std::atomic<int> attention_override{-1};
+
+bool wgmma_allowed_by_environment() {
+  static const bool allowed = env_switch("ITERA_ATTENTION_WGMMA", true);
+  return allowed;
+}
+}  // namespace
+
+attention_kernel attention_kernel_for(int padded_head_dim) {
+  if (padded_head_dim != 64 && padded_head_dim != 128) return attention_kernel::mma_sync;
+  const int forced = attention_override.load(std::memory_order_relaxed);
+  const bool allowed = forced >= 0 ? forced == static_cast<int>(attention_kernel::wgmma) : wgmma_allowed_by_environment();
+  return allowed && wgmma_available() ? attention_kernel::wgmma : attention_kernel::mma_sync;
+}
+
+const char* attention_kernel_name(attention_kernel k) {
+  return k == attention_kernel::wgmma ? "wgmma (sm_90a)" : "mma.sync";
+}
+
+void override_attention_kernel(std::optional<attention_kernel> choice) {
+  attention_override.store(choice ? static_cast<int>(*choice) : -1, std::memory_order_relaxed);
 }
 
 }  // namespace itera::kernels

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "itera/cuda/check.hpp"
+#include "src/kernels/attention_choice.hpp"
 
 namespace itera::kernels {
 
@@ -38,11 +39,14 @@ int device_compute_major();
 int device_multiprocessors();
 // The current device has thread block clusters and PDL (compute capability 9.0 and later).
 bool device_is_sm90_or_later();
-// PDL is used for launches on the current device (sm_90 or later, not switched off).
+// PDL is used for launches on the current device (sm_90 or later, ITERA_LLM_PDL=1).
 bool programmatic_launch_enabled();
+// An on/off environment switch of the kernels (ITERA_LLM_PDL, ITERA_ATTENTION_WGMMA,
+// ITERA_LLM_WIDE_DECODE): 1 on, 0 off, unset or empty `unset`; anything else a usage_error.
+bool env_switch(const char* name, bool unset);
 // The current device is compute capability 9.0 and this binary holds sm_90a code (built with 90a
-// among the CUDA architectures: ITERA_CUDA_SM90A), so kernels using wgmma may run;
-// ITERA_ATTENTION_WGMMA=0 says no (A/B runs against the sm_80 kernels).
+// among the CUDA architectures: ITERA_CUDA_SM90A), so kernels using wgmma may run. Which attention
+// kernel runs: attention_choice.hpp.
 bool wgmma_available();
 
 template <class... Params, class... Args>

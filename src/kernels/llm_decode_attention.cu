@@ -646,10 +646,7 @@ int decode_attention_splits(std::int64_t pairs) {
 namespace {
 // ITERA_LLM_WIDE_DECODE=0 keeps the CUDA-core kernel for wide grids too (A/B measurements).
 bool wide_decode_off() {
-  static const bool off = [] {
-    const char* v = std::getenv("ITERA_LLM_WIDE_DECODE");
-    return v && v[0] == '0';
-  }();
+  static const bool off = !env_switch("ITERA_LLM_WIDE_DECODE", true);
   return off;
 }
 }  // namespace

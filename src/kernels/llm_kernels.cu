@@ -1332,7 +1332,7 @@ void prepare_attention(const attention_shape& s) {
 void attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
                std::int64_t rows, const attention_shape& s, bool prefill, float scale, bf16* out,
                cudaStream_t stream) {
-  if (prefill && s.rows_per_seq > 1 && prefill_attention(qkv, start, rows, s, scale, out, stream))
+  if (prefill && s.rows_per_seq > 1 && prefill_attention(qkv, rows, s, scale, out, stream))
     return;
   if (!prefill && s.rows_per_seq == 1 && decode_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream))
     return;

@@ -88,11 +88,12 @@ bool decode_attention(const bf16* qkv, const void* k_cache, const void* v_cache,
 // Causal attention of a prefill pass (rows_per_seq > 1) on tensor cores, tiles of 64 queries x 64
 // keys with an online softmax (llm_prefill_attention.cu): head_dim 16, 32, 64 or 128, sm_80 and
 // later. K and V are the pass's own rows of qkv (bias_rope_store with keep_rows), so every
-// sequence must have been empty before the pass (start 0). Returns false, launching nothing, for a
-// shape it does not take (attention() then runs its general kernel).
+// sequence must have been empty before the pass: row i of a sequence is its position i (no start is
+// read). Returns false, launching nothing, for a shape it does not take (attention() then runs its
+// general kernel).
 bool prefill_attention_supported(const attention_shape& s);
-bool prefill_attention(const bf16* qkv, const std::int32_t* start, std::int64_t rows, const attention_shape& s,
-                       float scale, bf16* out, cudaStream_t stream);
+bool prefill_attention(const bf16* qkv, std::int64_t rows, const attention_shape& s, float scale, bf16* out,
+                       cudaStream_t stream);
 // The dynamic shared memory attention needs, and whether the device allows it (sets the kernel's
 // attribute when above the default 48 KiB). Throws when max_context is too long for this kernel.
 void prepare_attention(const attention_shape& s);

@@ -25,10 +25,9 @@ using flash::tile_q;
 
 // Grid (query tiles, heads, sequences); block x takes tile (tiles - 1 - x), the heaviest first.
 template <int D>
-struct causal_cache_policy {
+struct causal_prefill_policy {
   static constexpr bool causal = true;
   const bf16* qkv;
-  const std::int32_t* start;
   attention_shape sh;
   bf16* out;
 
@@ -38,7 +37,7 @@ struct causal_cache_policy {
     const std::int64_t q0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * tile_q;
     const int rows = static_cast<int>(min(static_cast<std::int64_t>(tile_q), sh.rows_per_seq - q0));
     const std::int64_t qkv_width = (sh.heads + 2 * sh.kv_heads) * D;
-    const std::int64_t first_pos = start[seq] + q0;  // position of the tile's first row
+    const std::int64_t first_pos = q0;  // the sequence was empty: row i of the pass is position i
     const std::int64_t row0 = seq * sh.rows_per_seq + q0;  // the tile's first row in the pass
     flash::block_work w;
     w.q = qkv + row0 * qkv_width + static_cast<std::int64_t>(head) * D;
@@ -68,12 +67,12 @@ struct causal_cache_policy {
 };
 
 template <int D>
-bool run_prefill(const bf16* qkv, const std::int32_t* start, std::int64_t rows, const attention_shape& s, float scale,
-                 bf16* out, cudaStream_t stream) {
+bool run_prefill(const bf16* qkv, std::int64_t rows, const attention_shape& s, float scale, bf16* out,
+                 cudaStream_t stream) {
   const std::int64_t seqs = rows / s.rows_per_seq;
   const dim3 grid(static_cast<unsigned>((s.rows_per_seq + tile_q - 1) / tile_q), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(seqs));
-  const causal_cache_policy<D> policy{qkv, start, s, out};
+  const causal_prefill_policy<D> policy{qkv, s, out};
   flash::launch_attention<D>(policy, grid, scale, stream);
   return true;
 }
@@ -86,15 +85,15 @@ bool prefill_attention_supported(const attention_shape& s) {
   return device_compute_major() >= 8;  // bf16 mma.sync and ldmatrix need sm_80
 }
 
-bool prefill_attention(const bf16* qkv, const std::int32_t* start, std::int64_t rows, const attention_shape& s,
-                       float scale, bf16* out, cudaStream_t stream) {
+bool prefill_attention(const bf16* qkv, std::int64_t rows, const attention_shape& s, float scale, bf16* out,
+                       cudaStream_t stream) {
   if (s.rows_per_seq < 2 || rows % s.rows_per_seq != 0 || rows / s.rows_per_seq > 65535) return false;
   if (!prefill_attention_supported(s)) return false;
   switch (s.head_dim) {
-    case 16: return run_prefill<16>(qkv, start, rows, s, scale, out, stream);
-    case 32: return run_prefill<32>(qkv, start, rows, s, scale, out, stream);
-    case 64: return run_prefill<64>(qkv, start, rows, s, scale, out, stream);
-    case 128: return run_prefill<128>(qkv, start, rows, s, scale, out, stream);
+    case 16: return run_prefill<16>(qkv, rows, s, scale, out, stream);
+    case 32: return run_prefill<32>(qkv, rows, s, scale, out, stream);
+    case 64: return run_prefill<64>(qkv, rows, s, scale, out, stream);
+    case 128: return run_prefill<128>(qkv, rows, s, scale, out, stream);
     default: return false;
   }
 }

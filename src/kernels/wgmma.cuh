@@ -2,7 +2,7 @@
 // Warpgroup matrix multiply (wgmma, sm_90a): the Hopper tensor-core instructions that a warpgroup
 // of four warps issues together, asynchronously, with B (and here A for Q K^T) read straight from
 // shared memory through a descriptor. Only the shapes the attention kernel of
-// flash_attention_sm90.cuh uses are here.
+// flash_attention_wgmma.cuh uses are here.
 //
 // Shared memory layout: 128-byte swizzle. A tile of R rows x 64 bf16 (128 bytes a row) is stored
 // row after row, 16-byte chunk c of row r at chunk (c ^ (r % 8)) (mma.cuh: swizzle<64>), the tile

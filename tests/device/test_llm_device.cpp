@@ -468,6 +468,74 @@ TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
   }
 }
 
+// The causal prefill attention through many key tiles at the head dims of real models, on each
+// tensor-core kernel this device runs (attention_choice.hpp: wgmma on an H100/H200, mma.sync):
+// 333 tokens (six key tiles, the last partial, so the wgmma kernel's three-buffer ring wraps and
+// its diagonal tiles fall mid-tile), two sequences, logits of every 37th position and the last
+// against the cpu reference, and the two kernels' logits against each other.
+TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
+  using itera::kernels::attention_kernel;
+  for (const auto& [head_dim, heads, kv_heads] : {std::tuple{64, 4, 2}, std::tuple{128, 8, 2}}) {
+    model_config c = preset("tiny");
+    c.head_dim = head_dim;
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    c.hidden = 2 * head_dim;
+    c.intermediate = 4 * head_dim;
+    validate(c);
+    const model_weights w = random_weights(c, dtype::bf16, 41);
+    const reference_model ref(w);
+    constexpr std::int64_t batch = 2, prompt = 333;
+    std::mt19937 rng(static_cast<std::uint32_t>(head_dim) + 7);
+    std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
+    for (auto& t : ids) t = id(rng);
+    engine_options opts;
+    opts.batch = batch;
+    opts.max_context = prompt + 4;
+    opts.max_prompt = prompt;
+    opts.all_position_logits = true;
+    const auto vocab = static_cast<std::size_t>(c.vocab);
+    std::vector<std::vector<float>> want(batch);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      auto seq = ref.new_sequence();
+      want[static_cast<std::size_t>(b)] =
+          ref.prefill(seq, std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
+    }
+    std::vector<std::vector<float>> got;
+    for (const auto k : {attention_kernel::wgmma, attention_kernel::mma_sync}) {
+      const itera::test::attention_kernel_scope choice(k);
+      const auto ran = itera::kernels::attention_kernel_for(head_dim);
+      if (ran != k) continue;  // no wgmma kernel on this device: mma.sync is the other pass
+      cuda_engine eng(*m_dev, w, opts);
+      got.push_back(eng.prefill(ids, prompt, true));
+      const auto& logits = got.back();
+      std::vector<std::int64_t> positions;
+      for (std::int64_t t = 0; t < prompt; t += 37) positions.push_back(t);
+      positions.push_back(prompt - 1);
+      double worst = 0;
+      for (std::int64_t b = 0; b < batch; ++b)
+        for (const std::int64_t t : positions) {
+          const double e = normalised_error(logits.data() + static_cast<std::size_t>(b * prompt + t) * vocab,
+                                            want[static_cast<std::size_t>(b)].data() + static_cast<std::size_t>(t) * vocab,
+                                            vocab);
+          worst = std::max(worst, e);
+          EXPECT_LT(e, logits_tolerance) << itera::kernels::attention_kernel_name(ran) << ", head_dim " << head_dim
+                                         << ", sequence " << b << ", position " << t;
+        }
+      std::printf("causal prefill of %lld tokens, head_dim %d, %s: worst sampled logits error %.3g (tolerance %.3g)\n",
+                  static_cast<long long>(prompt), head_dim, itera::kernels::attention_kernel_name(ran), worst,
+                  logits_tolerance);
+    }
+    if (got.size() == 2) {
+      const double between = normalised_error(got[0].data(), got[1].data(), got[0].size());
+      std::printf("head_dim %d: wgmma against mma.sync, all %lld positions: normalised difference %.3g\n", head_dim,
+                  static_cast<long long>(batch * prompt), between);
+      EXPECT_LT(between, logits_tolerance) << "head_dim " << head_dim;
+    }
+  }
+}
+
 TEST_F(llm_cuda, small_gemm_matches_fp64) {
   constexpr std::int64_t in = 4096;
   std::mt19937 rng(20261029);

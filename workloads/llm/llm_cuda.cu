@@ -39,6 +39,7 @@
 #include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
+#include "src/kernels/attention_choice.hpp"
 #include "src/kernels/llm_kernels.cuh"
 #include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/llm_cpu.hpp"
@@ -845,11 +846,17 @@ engine_memory cuda_engine::memory() const {
 std::string cuda_engine::precision_note() const {
   // With a bf16 cache the notes name it with the other bf16 parts; an fp8 one has its own sentence.
   const char* bf16_parts = m->kv8 ? "embedding, LM head and norms" : "embedding, LM head, norms and KV cache";
+  m->dev.make_current();
+  const auto padded_head_dim = static_cast<int>((m->c.head_dim + 15) / 16 * 16);
   const std::string kv_note =
-      m->kv8 ? cat("; KV cache fp8 e4m3 (scale 1, saturating), K and V rounded from fp32 at the cache store; a ",
-                   "prefill attends over its own bf16 K and V, decode steps read the fp8 cache, widened in the ",
-                   "attention kernel (to fp32 on CUDA cores, to bf16 for tensor cores)")
-             : std::string();
+      (m->kv8 ? cat("; KV cache fp8 e4m3 (scale 1, saturating), K and V rounded from fp32 at the cache store; a ",
+                    "prefill attends over its own bf16 K and V, decode steps read the fp8 cache, widened in the ",
+                    "attention kernel (to fp32 on CUDA cores, to bf16 for tensor cores)")
+              : std::string()) +
+      cat("; prefill attention on tensor cores: ",
+          k::prefill_attention_supported(m->shape)
+              ? kernels::attention_kernel_name(kernels::attention_kernel_for(padded_head_dim))
+              : "none (the general kernel on CUDA cores)");
   if (m->fp8 && m->fp8_mma)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
                bf16_parts, "; bf16 activations between kernels, fp32 residual stream; at or "

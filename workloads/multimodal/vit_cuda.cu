@@ -38,6 +38,7 @@
 #include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
+#include "src/kernels/attention_choice.hpp"
 #include "src/kernels/vit_kernels.cuh"
 #include "workloads/gemm/numeric.hpp"
 
@@ -708,6 +709,7 @@ vit_engine_memory gpu_vit::memory() const {
 
 std::string gpu_vit::precision_note() const {
   const vit_config& c = m->c;
+  m->dev.make_current();  // the attention kernel named below is the current device's
   std::string fc1;
   if (m->fc1_epilogue)
     fc1 = "fc1 with cuBLASLt's GELU (tanh form) + bias epilogue";
@@ -720,8 +722,11 @@ std::string gpu_vit::precision_note() const {
              "LayerNorm statistics in fp32; residual stream bf16 (out and fc2 add it in fp32 with beta = 1 and round ",
              "once); ", fc1, "; attention ",
              m->o.attention_tensor_cores && kernels::vit::attention_on_tensor_cores(c.head_dim(), 1, c.heads)
-                 ? "on tensor cores (FlashAttention-2 style; scores and softmax fp32, probabilities bf16 for P V)"
-                 : "on CUDA cores (fp32 throughout)",
+                 ? cat("on tensor cores (",
+                       kernels::attention_kernel_name(
+                           kernels::attention_kernel_for(static_cast<int>((c.head_dim() + 15) / 16 * 16))),
+                       ", FlashAttention style; scores and softmax fp32, probabilities bf16 for P V)")
+                 : std::string("on CUDA cores (fp32 throughout)"),
              "; projector GELU exact (erf) in fp32");
 }
 
