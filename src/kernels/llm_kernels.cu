@@ -186,27 +186,15 @@ __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float*
       float sn = 0, c = 0;
       sincosf(angle, &sn, &c);
       const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
-      if constexpr (std::is_same_v<C, bf16> && !keep_rows) {  // a bf16 decode: the code before fp8 caches came
-        if (is_q) {
-          row[col + i] = __float2bfloat16_rn(y1);
-          row[col + i + half] = __float2bfloat16_rn(y2);
-        } else {
-          const std::int64_t kvh = head - s.heads;
-          bf16* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
-          dst[i] = __float2bfloat16_rn(y1);
-          dst[i + half] = __float2bfloat16_rn(y2);
-        }
-      } else {
-        if (is_q || keep_rows) {
-          row[col + i] = __float2bfloat16_rn(y1);
-          row[col + i + half] = __float2bfloat16_rn(y2);
-        }
-        if (!is_q) {
-          const std::int64_t kvh = head - s.heads;
-          C* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
-          dst[i] = to_cache<C>(y1);
-          dst[i + half] = to_cache<C>(y2);
-        }
+      if (is_q || keep_rows) {
+        row[col + i] = __float2bfloat16_rn(y1);
+        row[col + i + half] = __float2bfloat16_rn(y2);
+      }
+      if (!is_q) {
+        const std::int64_t kvh = head - s.heads;
+        C* dst = k_cache + ((seq * s.kv_heads + kvh) * s.max_context + pos) * hd;
+        dst[i] = to_cache<C>(y1);
+        dst[i + half] = to_cache<C>(y2);
       }
     } else if (in_cache) {  // a value copied into the cache
       const std::int64_t v_idx = idx - pairs, kvh = v_idx / hd, d = v_idx % hd;
@@ -386,7 +374,9 @@ __global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const fl
         y1[j] = x1[j] * c - x2[j] * sn;
         y2[j] = x2[j] * c + x1[j] * sn;
       }
-      if constexpr (std::is_same_v<C, bf16> && !keep_rows) {  // a bf16 decode: the code before fp8 caches came
+      if constexpr (std::is_same_v<C, bf16> && !keep_rows) {
+        // A bf16 decode: one store through a pointer chosen between the row and the cache (both
+        // bf16), instead of two stores each under its own test.
         bf16* dst = is_q ? row + col : k_cache + ((seq * s.kv_heads + (head - s.heads)) * s.max_context + pos) * hd;
         store4(dst + i, y1);
         store4(dst + i + half, y2);
