@@ -60,6 +60,28 @@ TEST_F(pipeline_device, fp8_language_weights_report_quality_against_bf16) {
   EXPECT_EQ(metric(staged, "quality/top1_agreement"), top1);
 }
 
+// An fp8 KV cache in the pipeline's language model: its quality against bf16 weights and a bf16
+// cache reported, in range; its allocation and its plan both count one byte per cached element
+// (the case's kv cache half a bf16 case's, the plan smaller by the difference).
+TEST_F(pipeline_device, fp8_kv_cache_reports_quality_and_halves_the_cache) {
+  const auto bf16 = run({});
+  ASSERT_EQ(bf16.status, case_status::ok) << bf16.message;
+  const auto fp8 = run({{"kv", "fp8_e4m3"}});
+  ASSERT_EQ(fp8.status, case_status::ok) << fp8.message;
+  ASSERT_EQ(fp8.details.count("quality.not_measured"), 0u) << fp8.details.at("quality.not_measured");
+  EXPECT_EQ(fp8.fields.at("precision.kv"), "fp8_e4m3");
+  EXPECT_EQ(fp8.details.at("quality.reference"), "bf16 weights and KV cache on the cuda engine");
+  const double err = metric(fp8, "quality/logits_rel_error"), top1 = metric(fp8, "quality/top1_agreement");
+  std::printf("tiny, fp8_e4m3 against a bf16 KV cache: logits error %.4f, top-1 agreement %.3f\n", err, top1);
+  EXPECT_GT(err, 0.0);
+  EXPECT_LT(err, 0.5);
+  EXPECT_GE(top1, 0.0);
+  EXPECT_LE(top1, 1.0);
+  EXPECT_EQ(metric(fp8, "memory/engine/kv_cache") * 2, metric(bf16, "memory/engine/kv_cache"));
+  // The plan follows: what the bf16 case plans, less the cache bytes the fp8 one saves.
+  EXPECT_EQ(metric(bf16, "memory/plan/total") - metric(fp8, "memory/plan/total"), metric(fp8, "memory/engine/kv_cache"));
+}
+
 TEST_F(pipeline_device, siglip_encoder_runs_end_to_end_with_its_processor) {
   const auto r = run({{"encoder", "tiny-siglip"}, {"loop", "end_to_end"}, {"decode", "cpu"}});
   ASSERT_EQ(r.status, case_status::ok) << r.message;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "itera/core/backend.hpp"
+#include "itera/core/errors.hpp"
 #include "itera/core/workload.hpp"
 #include "tests/multimodal/test_support.hpp"
 #include "tests/support/quick_run.hpp"
@@ -158,6 +159,26 @@ TEST_F(PipelineFolder, NoRunnableRequestFailsTheCaseWithEveryImagesError) {
   EXPECT_NE(r.message.find("no request of the batch"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("image 0"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("image 1"), std::string::npos) << r.message;
+}
+
+// The language model's KV cache precision is an axis of its own, recorded with the case; the cpu
+// engine rounds K and V to e4m3 at the store and says so; the generations differ from a bf16
+// cache's at most slightly (the tiny model), and the bytes counted per step shrink.
+TEST(Pipeline, KvCachePrecisionIsRecordedAndRuns) {
+  const auto bf16 = run_pipeline_case({{"kv", "bf16"}});
+  ASSERT_EQ(bf16.status, case_status::ok) << bf16.message;
+  EXPECT_EQ(bf16.fields.at("precision.kv"), "bf16");
+  const auto fp8 = run_pipeline_case({{"kv", "fp8_e4m3"}});
+  ASSERT_EQ(fp8.status, case_status::ok) << fp8.message;
+  EXPECT_EQ(fp8.fields.at("precision.kv"), "fp8_e4m3");
+  EXPECT_NE(fp8.fields.at("precision.compute").find("fp8 e4m3"), std::string::npos) << fp8.fields.at("precision.compute");
+  EXPECT_EQ(bf16.fields.at("precision.compute").find("fp8"), std::string::npos) << bf16.fields.at("precision.compute");
+  try {
+    (void)run_pipeline_case({{"kv", "fp16"}});
+    ADD_FAILURE() << "kv=fp16 was accepted";
+  } catch (const itera::usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("choose from bf16, fp8_e4m3"), std::string::npos) << e.what();
+  }
 }
 
 // Each encoder family gets its own image processor: CLIP's crop, SigLIP's whole-image resize.

@@ -238,6 +238,7 @@ pipeline_case read_pipeline_case(const case_state& st) {
   c.gpu_decode = st.get_string("decode") == "gpu";
   c.source = st.get_string("source");
   c.language_weights = llm::parse_dtype(st.get_string("weights"));
+  c.language_kv = llm::parse_dtype(st.get_string("kv"));
   c.staged = st.get_string("residency") == "staged";
   c.weights_from = st.get_string("weights_from");
   c.envelope_gib = st.get_int("envelope");
@@ -258,6 +259,7 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
   st.set_field("model", c.language.name);
   st.set_field("encoder", c.vision.name);
   st.set_field("precision.weights", std::string(llm::dtype_name(c.language_weights)));
+  st.set_field("precision.kv", std::string(llm::dtype_name(c.language_kv)));
   st.set_field("precision.compute", lm.precision_note());
   st.set_field("loop", c.end_to_end ? "end_to_end" : "compute");
   st.set_field("precision.fc1_sums", c.fc1_bf16_sums ? "bf16" : "fp32");
@@ -289,10 +291,10 @@ pipeline_batch run_pipeline(case_state& st, const pipeline_case& c, vision_side&
   // contexts and the decode steps (memory-side bytes as the llm workload counts them).
   const auto vwork = sum_work(vit_stages(c.vision, dtype::bf16, dtype::bf16), views);
   const std::vector<std::int64_t> lens(static_cast<std::size_t>(requests), ctx.length());
-  auto total = llm::prefill_work(c.language, c.language_weights, dtype::bf16, lens);
+  auto total = llm::prefill_work(c.language, c.language_weights, c.language_kv, lens);
   for (std::int64_t s = 1; s < c.output; ++s) {
     const std::vector<std::int64_t> held(static_cast<std::size_t>(requests), ctx.length() + s - 1);
-    const auto d = llm::decode_step_work(c.language, c.language_weights, dtype::bf16, held);
+    const auto d = llm::decode_step_work(c.language, c.language_weights, c.language_kv, held);
     total.flops += d.flops;
     total.weight_bytes_read += d.weight_bytes_read;
     total.kv_bytes_read += d.kv_bytes_read;
@@ -467,6 +469,10 @@ workload_decl pipeline_declaration() {
       {"weights", axis_kind::string, "bf16",
        "the language model's weights: bf16, or fp8_e4m3 (cuda; its quality against bf16 weights reported)",
        {"bf16", "fp8_e4m3"}, 0, 0},
+      {"kv", axis_kind::string, "bf16",
+       "the language model's KV cache: bf16, or fp8_e4m3 (one scale of 1, saturating; on cuda its quality against "
+       "a bf16 cache reported)",
+       {"bf16", "fp8_e4m3"}, 0, 0},
       {"residency", axis_kind::string, "resident",
        "resident: both models stay on the device; staged: each model's memory is taken, its weights loaded, and "
        "given back around its stage in every pass (cuda)",
@@ -567,6 +573,7 @@ void run_pipeline_cpu(case_state& st) {
   o.slots = c.batch;
   o.max_context = c.context_length() + c.output;
   o.max_prompt = c.context_length();
+  o.kv = c.language_kv;
   llm::cpu_engine lm(llm::random_weights(c.language, llm::dtype::bf16, c.seed), o);
   run_pipeline(st, c, vision, lm);
 }

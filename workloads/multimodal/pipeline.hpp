@@ -67,6 +67,7 @@ struct pipeline_case {
   bool gpu_decode = false;      // decode with nvJPEG on the device (JPEG only), else the CPU pool
   std::string source = "synthetic";  // or a folder of images
   llm::dtype language_weights = llm::dtype::bf16;  // bf16, or fp8_e4m3 (cuda)
+  llm::dtype language_kv = llm::dtype::bf16;       // the KV cache: bf16 or fp8_e4m3
   bool staged = false;               // residency=staged (else resident)
   std::string weights_from = "pinned";  // staged: "pinned" host memory or "disk"
   std::int64_t envelope_gib = 0;     // the memory the models may plan for; 0: the device's free memory

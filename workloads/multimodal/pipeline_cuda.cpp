@@ -113,6 +113,7 @@ llm::engine_options language_options(const pipeline_case& c, std::int64_t batch)
   o.prefill_batch = batch;
   o.evictable = c.staged;
   o.weights = c.language_weights;
+  o.kv = c.language_kv;
   return o;
 }
 
@@ -136,17 +137,19 @@ class image_prompt_logits final : public llm::logits_model {
   llm::embedding_rows m_rows;
 };
 
-// The case's weights against bf16 weights, both on this card, the same random weights (seed).
+// The case's weights and KV cache against bf16 weights and a bf16 cache, both on this card, the
+// same random weights (seed).
 class cuda_precision_check final : public precision_check {
  public:
   cuda_precision_check(backend& dev, const pipeline_case& c) : m_dev(dev), m_case(c) {}
-  std::string reference_name() const override { return "bf16 weights on the cuda engine"; }
+  std::string reference_name() const override { return "bf16 weights and KV cache on the cuda engine"; }
   std::unique_ptr<llm::logits_model> make(bool reference, const llm::embedding_rows& rows, std::int64_t sequences,
                                           std::int64_t context) override {
     llm::engine_options o;
     o.batch = sequences;
     o.max_context = context;
     o.weights = reference ? llm::dtype::bf16 : m_case.language_weights;
+    o.kv = reference ? llm::dtype::bf16 : m_case.language_kv;
     return std::make_unique<image_prompt_logits>(
         std::make_unique<llm::cuda_engine>(m_dev, m_case.language, m_case.seed, o), rows);
   }
@@ -336,8 +339,8 @@ void run_pipeline_cuda(case_state& st) {
   st.add_metric("memory/engine/activations", static_cast<double>(e.activations), "B");
   // The allocator's high-water mark over the case, the workspace held before it included (as the plan).
   st.add_metric("memory/measured_peak", static_cast<double>(tracker.peak() - baseline + workspace), "B");
-  // fp8 weights: their quality against bf16 weights, with engines of its own (after the memory).
-  if (c.language_weights != llm::dtype::bf16) {
+  // fp8 weights or KV cache: their quality against bf16 ones, with engines of its own (after the memory).
+  if (c.language_weights != llm::dtype::bf16 || c.language_kv != llm::dtype::bf16) {
     cuda_precision_check quality(dev, c);
     record_precision_quality(st, quality, batch, vision, stager.get());
   }
