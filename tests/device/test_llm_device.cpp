@@ -59,6 +59,27 @@ double rms_abs_error(const float* gpu, const float* ref, std::size_t n) {
   return std::sqrt(diff / static_cast<double>(n));
 }
 
+// Token ids 1 .. vocab - 1 (never token 0), n of them, from a seeded generator.
+std::vector<std::int32_t> random_ids(const model_config& c, std::int64_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
+  for (auto& t : ids) t = id(rng);
+  return ids;
+}
+
+// The tiny preset at the head shape of a real model (hidden and intermediate scaled with it).
+model_config tiny_at_head_dim(std::int64_t head_dim, std::int64_t heads, std::int64_t kv_heads) {
+  model_config c = preset("tiny");
+  c.head_dim = head_dim;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.hidden = 2 * head_dim;
+  c.intermediate = 4 * head_dim;
+  validate(c);
+  return c;
+}
+
 class llm_cuda : public itera::test::cuda_test {};
 
 TEST_F(llm_cuda, tiny_matches_cpu_reference) {
@@ -68,10 +89,7 @@ TEST_F(llm_cuda, tiny_matches_cpu_reference) {
   constexpr std::int64_t batch = 3, prompt = 7, steps = 5;
   const auto vocab = static_cast<std::size_t>(c.vocab);
 
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));  // never token 0
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-  for (auto& t : ids) t = id(rng);
+  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 7);  // never token 0
 
   engine_options opts;
   opts.batch = batch;
@@ -363,10 +381,7 @@ TEST_F(llm_cuda, long_prefill_matches_cpu_reference) {
   const model_weights w = random_weights(c, dtype::bf16, 77);
   const reference_model ref(w);
   constexpr std::int64_t batch = 2, prompt = 150;
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-  for (auto& t : ids) t = id(rng);
+  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 11);
   engine_options opts;
   opts.batch = batch;
   opts.max_context = prompt + 8;
@@ -399,10 +414,7 @@ TEST_F(llm_cuda, wide_batch_decode_matches_cpu_reference) {
   const model_weights w = random_weights(c, dtype::bf16, 5);
   const reference_model ref(w);
   constexpr std::int64_t batch = 150, prompt = 9;
-  std::mt19937 rng(13);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-  for (auto& t : ids) t = id(rng);
+  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 13);
   engine_options opts;
   opts.batch = batch;
   opts.max_context = prompt + 4;
@@ -429,20 +441,11 @@ TEST_F(llm_cuda, wide_batch_decode_matches_cpu_reference) {
 // reference for both.
 TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
   for (const auto& [head_dim, heads, kv_heads] : {std::tuple{64, 4, 2}, std::tuple{128, 8, 2}}) {
-    model_config c = preset("tiny");
-    c.head_dim = head_dim;
-    c.heads = heads;
-    c.kv_heads = kv_heads;
-    c.hidden = 2 * head_dim;
-    c.intermediate = 4 * head_dim;
-    validate(c);
+    const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
     const model_weights w = random_weights(c, dtype::bf16, 31);
     const reference_model ref(w);
     constexpr std::int64_t batch = 150, prompt = 70;
-    std::mt19937 rng(head_dim);
-    std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-    std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-    for (auto& t : ids) t = id(rng);
+    const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, head_dim);
     engine_options opts;
     opts.batch = batch;
     opts.max_context = prompt + 4;
@@ -476,20 +479,11 @@ TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
 TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
   using itera::kernels::attention_kernel;
   for (const auto& [head_dim, heads, kv_heads] : {std::tuple{64, 4, 2}, std::tuple{128, 8, 2}}) {
-    model_config c = preset("tiny");
-    c.head_dim = head_dim;
-    c.heads = heads;
-    c.kv_heads = kv_heads;
-    c.hidden = 2 * head_dim;
-    c.intermediate = 4 * head_dim;
-    validate(c);
+    const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
     const model_weights w = random_weights(c, dtype::bf16, 41);
     const reference_model ref(w);
     constexpr std::int64_t batch = 2, prompt = 333;
-    std::mt19937 rng(static_cast<std::uint32_t>(head_dim) + 7);
-    std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-    std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-    for (auto& t : ids) t = id(rng);
+    const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, static_cast<std::uint32_t>(head_dim) + 7);
     engine_options opts;
     opts.batch = batch;
     opts.max_context = prompt + 4;
@@ -616,10 +610,7 @@ TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
   // rows), the 22-row prefill the fp8 products.
   constexpr std::int64_t batch = 2, prompt = 11, steps = 4;
   const auto vocab = static_cast<std::size_t>(c.vocab);
-  std::mt19937 rng(17);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-  for (auto& t : ids) t = id(rng);
+  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 17);
   engine_options opts;
   opts.batch = batch;
   opts.max_context = prompt + steps + 1;
@@ -712,10 +703,7 @@ TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
   constexpr std::uint64_t seed = 424242;
   constexpr std::int64_t batch = 2, prompt = 13, steps = 6;
   const auto vocab = static_cast<std::size_t>(c.vocab);
-  std::mt19937 rng(23);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-  for (auto& t : ids) t = id(rng);
+  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 23);
   const model_weights bf16_w = random_weights(c, dtype::bf16, seed);
   for (const dtype weights : {dtype::bf16, dtype::fp8_e4m3}) {
     SCOPED_TRACE(std::string("weights ") + std::string(dtype_name(weights)));
@@ -824,22 +812,14 @@ TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
 TEST_F(llm_cuda, fp8_kv_cache_decode_kernels_match_cpu_reference) {
   for (const auto& [head_dim, heads, kv_heads] :
        {std::tuple{16, 4, 2}, std::tuple{64, 4, 2}, std::tuple{128, 8, 2}, std::tuple{256, 4, 1}}) {
-    model_config c = preset("tiny");
-    c.head_dim = head_dim;
-    c.heads = heads;
-    c.kv_heads = kv_heads;
-    c.hidden = 2 * head_dim;
-    c.intermediate = 4 * head_dim;
-    validate(c);
+    const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
     const model_weights w = random_weights(c, dtype::bf16, 71 + static_cast<std::uint64_t>(head_dim));
     const reference_model ref(w, dtype::fp8_e4m3);
     for (const std::int64_t batch : {std::int64_t{2}, std::int64_t{150}}) {
       SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", batch " + std::to_string(batch));
       constexpr std::int64_t prompt = 37, steps = 2;
-      std::mt19937 rng(static_cast<std::uint32_t>(head_dim * 1000 + batch));
-      std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-      std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * prompt));
-      for (auto& t : ids) t = id(rng);
+      const std::vector<std::int32_t> ids =
+          random_ids(c, batch * prompt, static_cast<std::uint32_t>(head_dim * 1000 + batch));
       engine_options opts;
       opts.batch = batch;
       opts.max_context = prompt + steps + 2;
@@ -959,10 +939,7 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   std::printf("llama-3.1-8b engine memory: weights %.3f GB, kv cache %.3f GB, activations %.3f GB, workspace %.3f GB\n",
               static_cast<double>(mem.weights) / 1e9, static_cast<double>(mem.kv_cache) / 1e9,
               static_cast<double>(mem.activations) / 1e9, static_cast<double>(mem.workspace) / 1e9);
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(context * batch));
-  for (auto& t : ids) t = id(rng);
+  const std::vector<std::int32_t> ids = random_ids(c, context * batch, 3);
   (void)eng.prefill(ids, context);
   eng.decode_device();  // warm: plans, first launches
   eng.synchronize();
@@ -1024,10 +1001,7 @@ TEST_F(llm_cuda, prefill_timing_llama_3_1_8b_shape) {
   const double needed = weight_bytes(c, weights) + 8.0 * (1 << 30);
   if (static_cast<double>(m_dev->memory().free_bytes) < needed) GTEST_SKIP() << "needs about " << needed / 1e9 << " GB";
   cuda_engine eng(*m_dev, c, 1, opts);
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(prompt));
-  for (auto& t : ids) t = id(rng);
+  const std::vector<std::int32_t> ids = random_ids(c, prompt, 5);
   (void)eng.prefill(ids, prompt);  // warm: plans, first launches
 
   double best_ms = 1e30;
