@@ -126,9 +126,9 @@ TEST_F(PipelineFolder, ARequestWithABadImageIsLeftOutAndTheImageRecordedByIndex)
   EXPECT_EQ(errors.find("b.jpg"), std::string::npos) << "R18: errors name images by index, not by file: " << errors;
 }
 
-// The memory plan's image sizes: a folder's from the files' headers, in batch order (wrapping
-// around the listing), a file whose header cannot be read left out; a generated set's from its
-// manifest.
+// The memory plan's image sizes: a folder's from the files' headers (the first 64 KiB, or the
+// whole file where its header ends later), in batch order (wrapping around the listing), a file
+// whose header cannot be read left out; a generated set's from its manifest.
 TEST_F(PipelineFolder, BatchImageSizesComeFromTheHeaders) {
   photo("a.jpg", 1);  // 40 x 30
   garbage("b.jpg");
@@ -142,6 +142,23 @@ TEST_F(PipelineFolder, BatchImageSizesComeFromTheHeaders) {
   const auto sizes = batch_image_sizes(c);
   const std::vector<std::pair<std::uint32_t, std::uint32_t>> want = {{40, 30}, {64, 48}, {40, 30}};
   EXPECT_EQ(sizes, want);
+  // A JPEG whose frame header comes after 100 KB of metadata (two full APP segments, as a large
+  // EXIF block makes): past the probe's first read, so the whole file is read and still probed.
+  std::vector<std::uint8_t> tall(bytes.begin(), bytes.begin() + 2);  // SOI
+  for (int seg = 0; seg < 2; ++seg) {
+    const std::vector<std::uint8_t> app = {0xFF, 0xE1, 0xFF, 0xFF};  // APP1 of 65535 bytes with its length
+    tall.insert(tall.end(), app.begin(), app.end());
+    tall.insert(tall.end(), 65533, std::uint8_t{0x2A});
+  }
+  tall.insert(tall.end(), bytes.begin() + 2, bytes.end());
+  std::filesystem::remove(m_dir / "a.jpg");
+  std::filesystem::remove(m_dir / "b.jpg");
+  std::ofstream(m_dir / "a.jpg", std::ios::binary)
+      .write(reinterpret_cast<const char*>(tall.data()), static_cast<std::streamsize>(tall.size()));
+  c.images = 1;
+  c.batch = 2;  // a.jpg (the tall one), c.jpg
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> both = {{64, 48}, {64, 48}};
+  EXPECT_EQ(batch_image_sizes(c), both);
   pipeline_case g;
   g.resolution = 48;
   g.batch = 3;

@@ -175,13 +175,28 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> batch_image_sizes(const pip
   std::vector<std::pair<std::uint32_t, std::uint32_t>> sizes;
   image_decoder decoder;
   std::vector<std::uint8_t> bytes;
+  // The headers sit in a file's first bytes (a PNG's in 33, a JPEG's up to its first scan, after
+  // its metadata segments): the first 64 KiB are read, and the whole file only where the header
+  // does not end there (an EXIF block of tens of kilobytes before the frame header).
+  constexpr std::streamsize prefix = 64 * 1024;
   for (const auto& e : batch.entries) {
     if (e.width > 0 && e.height > 0) {
       sizes.emplace_back(e.width, e.height);
       continue;
     }
     std::ifstream in(e.path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    bytes.resize(static_cast<std::size_t>(prefix));
+    in.read(reinterpret_cast<char*>(bytes.data()), prefix);
+    const std::streamsize got = in.gcount();
+    bytes.resize(static_cast<std::size_t>(got));
+    try {
+      const image_header h = decoder.probe(bytes, image_limits{});
+      sizes.emplace_back(h.width, h.height);
+      continue;
+    } catch (const decode_failure&) {
+      if (got < prefix) continue;  // the whole file was read: left out, the run reports the image by index
+    }
+    bytes.insert(bytes.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     try {
       const image_header h = decoder.probe(bytes, image_limits{});
       sizes.emplace_back(h.width, h.height);
