@@ -9,14 +9,16 @@
 //
 // ITERA_ATTENTION_WGMMA: unset or 1, wgmma where it runs; 0, mma.sync everywhere (A/B runs);
 // anything else is a usage error. A test may override that for the process.
+#include <cstdint>
 #include <optional>
 
 namespace itera::kernels {
 
 enum class attention_kernel { wgmma, mma_sync };
 
-// The kernel launch_attention takes for a padded head dimension on the current device.
-attention_kernel attention_kernel_for(int padded_head_dim);
+// The kernel launch_attention takes for a head dimension on the current device (the wgmma kernel
+// takes 64 and 128 exactly: no padded dimension rounds up to them but themselves).
+attention_kernel attention_kernel_for(std::int64_t head_dim);
 const char* attention_kernel_name(attention_kernel k);  // "wgmma (sm_90a)" or "mma.sync"
 
 // Tests: allow wgmma (its default: where it runs) or force mma.sync, whatever the environment

@@ -59,6 +59,9 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   }
 }
 
+// An fp8 e4m3 value as stored (a KV cache's element, a weight code).
+using fp8_code = std::uint8_t;
+
 // Four fp8 e4m3 codes (one 32-bit word, the lowest byte first) widened to fp32, exactly: two at a
 // time through fp16, which holds every e4m3 value.
 __device__ __forceinline__ void unpack4_fp8(unsigned word, float* f) {

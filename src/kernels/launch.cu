@@ -1,31 +1,30 @@
 #include "src/kernels/launch.cuh"
 
-#include <string>
-
-#include "itera/core/errors.hpp"
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "itera/core/errors.hpp"
 
 namespace itera::kernels {
 
 namespace {
 
 // One attribute of the current device, asked once per device (these run on every launch path).
+// The cache holds value + 1: 0 marks "not asked yet", whatever the attribute's values.
 int cached_attribute(cudaDeviceAttr attribute, std::atomic<int>* cache, int max_devices) {
   int device = 0;
   ITERA_CUDA_CHECK(cudaGetDevice(&device));
+  int value = 0;
   if (device < 0 || device >= max_devices) {
-    int value = 0;
     ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
     return value;
   }
-  int value = cache[device].load(std::memory_order_relaxed);
-  if (value == 0) {  // 0: not asked yet (no device has 0 SMs or compute capability 0)
-    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
-    cache[device].store(value, std::memory_order_relaxed);
-  }
+  const int known = cache[device].load(std::memory_order_relaxed);
+  if (known != 0) return known - 1;
+  ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  cache[device].store(value + 1, std::memory_order_relaxed);
   return value;
 }
 
@@ -60,13 +59,11 @@ bool programmatic_launch_enabled() {
 
 bool wgmma_available() {
 #if defined(ITERA_CUDA_SM90A)
-  if (device_compute_major() != 9) return false;
   // sm_90a code runs on compute capability 9.0 exactly (where the runtime picks it over the other
-  // targets). The minor number is asked each time: 0 cannot mark "not asked" in cached_attribute.
-  int device = 0, minor = 0;
-  ITERA_CUDA_CHECK(cudaGetDevice(&device));
-  ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return minor == 0;
+  // targets).
+  static std::atomic<int> minor_cache[max_devices] = {};
+  return device_compute_major() == 9 &&
+         cached_attribute(cudaDevAttrComputeCapabilityMinor, minor_cache, max_devices) == 0;
 #else
   return false;
 #endif
@@ -82,8 +79,8 @@ bool wgmma_allowed_by_environment() {
 }
 }  // namespace
 
-attention_kernel attention_kernel_for(int padded_head_dim) {
-  if (padded_head_dim != 64 && padded_head_dim != 128) return attention_kernel::mma_sync;
+attention_kernel attention_kernel_for(std::int64_t head_dim) {
+  if (head_dim != 64 && head_dim != 128) return attention_kernel::mma_sync;
   const int forced = attention_override.load(std::memory_order_relaxed);
   const bool allowed = forced >= 0 ? forced == static_cast<int>(attention_kernel::wgmma) : wgmma_allowed_by_environment();
   return allowed && wgmma_available() ? attention_kernel::wgmma : attention_kernel::mma_sync;

@@ -47,8 +47,6 @@ constexpr int stages = 3;
 // The most blocks one row's keys are split over (a portable cluster size).
 constexpr int max_splits = 8;
 
-using fp8_code = std::uint8_t;
-
 // Shared memory of decode_attention_kernel<HD, MG, C>, in bytes, every part 16-byte aligned:
 //   q      fp32 [MG][2][HD/2 + 4]      (the two halves of a head apart by 4 banks)
 //   ring   per warp, stages x (K tile [16][HD + 16 bytes] | V tile [16][HD]), of the cache's C

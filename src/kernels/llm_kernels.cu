@@ -143,7 +143,6 @@ __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, 
 
 // A value as the cache of element C stores it: bf16 rounded to nearest even, or the e4m3 code
 // (nearest even, saturating at +-448: a finite value never becomes NaN).
-using fp8_code = std::uint8_t;
 template <class C>
 __device__ __forceinline__ C to_cache(float v) {
   if constexpr (std::is_same_v<C, bf16>)

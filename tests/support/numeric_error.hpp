@@ -1,7 +1,9 @@
 #pragma once
 // How far a result is from its reference, for the tests that compare an engine against the cpu
 // oracle: ||got - ref||_2 / ||ref||_2 in double (a reference of all zeros counts as norm 1e-30,
-// so any difference shows).
+// so any difference shows). Sizes that differ are a test failure; the common prefix is compared.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -10,6 +12,7 @@
 namespace itera::test {
 
 inline double normalised_error(std::span<const float> got, std::span<const float> ref) {
+  EXPECT_EQ(got.size(), ref.size());
   const std::size_t n = std::min(got.size(), ref.size());
   double diff = 0, norm = 0;
   for (std::size_t i = 0; i < n; ++i) {

@@ -21,10 +21,7 @@
 namespace itera::llm {
 namespace {
 
-double normalised_error(std::span<const float> a, std::span<const float> b) {
-  EXPECT_EQ(a.size(), b.size());
-  return test::normalised_error(a, b);
-}
+using test::normalised_error;  // ||a - b||_2 / ||b||_2, the sizes checked
 
 std::vector<std::int32_t> some_tokens(std::size_t n, std::uint32_t salt) {
   std::vector<std::int32_t> t(n);

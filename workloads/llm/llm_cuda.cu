@@ -846,16 +846,16 @@ engine_memory cuda_engine::memory() const {
 std::string cuda_engine::precision_note() const {
   // With a bf16 cache the notes name it with the other bf16 parts; an fp8 one has its own sentence.
   const char* bf16_parts = m->kv8 ? "embedding, LM head and norms" : "embedding, LM head, norms and KV cache";
-  m->dev.make_current();
-  const auto padded_head_dim = static_cast<int>((m->c.head_dim + 15) / 16 * 16);
-  const std::string kv_note =
+  m->dev.make_current();  // the attention kernel named below is the current device's
+  // What every note ends with: the cache (when fp8) and the prefill attention's kernel.
+  const std::string tail =
       (m->kv8 ? cat("; KV cache fp8 e4m3 (scale 1, saturating), K and V rounded from fp32 at the cache store; a ",
                     "prefill attends over its own bf16 K and V, decode steps read the fp8 cache, widened in the ",
                     "attention kernel (to fp32 on CUDA cores, to bf16 for tensor cores)")
               : std::string()) +
       cat("; prefill attention on tensor cores: ",
           k::prefill_attention_supported(m->shape)
-              ? kernels::attention_kernel_name(kernels::attention_kernel_for(padded_head_dim))
+              ? kernels::attention_kernel_name(kernels::attention_kernel_for(m->c.head_dim))
               : "none (the general kernel on CUDA cores)");
   if (m->fp8 && m->fp8_mma)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
@@ -864,18 +864,18 @@ std::string cuda_engine::precision_note() const {
                "accumulation, scale applied to the sum); above, fp8 tensor-core products in cuBLASLt on the codes ",
                "(fp32 accumulation), the activations quantised to e4m3 with one scale per token, the weight-row and ",
                "token scales applied to the sums after (bf16 outputs rounded twice: the sum, then the scaled value)",
-               kv_note);
+               tail);
   if (m->fp8)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
                bf16_parts, "; bf16 activations between kernels, fp32 residual stream; at or "
                "below ", impl::fp8_gemv_rows(), " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
                "accumulation, scale applied to the sum); above, each projection is dequantised to a bf16 scratch ",
                "(code x scale rounded to bf16) and multiplied in cuBLASLt bf16 (fp32 accumulation): cuBLASLt offers ",
-               "no fp8 products on this device (or ITERA_LLM_FP8_PRODUCTS=0)", kv_note);
+               "no fp8 products on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
   return cat(m->kv8 ? "bf16 weights" : "bf16 weights and KV cache",
              "; bf16 activations between kernels, fp32 residual stream; cuBLASLt bf16 "
              "tensor-core products (fp32 accumulation) above ",
-             k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below", kv_note);
+             k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below", tail);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
