@@ -41,7 +41,6 @@
 #include "src/cuda/text.hpp"
 #include "src/kernels/attention_choice.hpp"
 #include "src/kernels/llm_kernels.cuh"
-#include "src/kernels/skinny_gemm.cuh"
 #include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/llm_cpu.hpp"
 #include "workloads/llm/memory_plan.hpp"
@@ -408,10 +407,6 @@ struct cuda_engine::impl {
     if (w.scales) {
       k::dequantise_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, dequantised.as<bf16>(), dev.stream());
       a = dequantised.data();
-    }
-    if (k::skinny_gemm_supported(n, m, kk, a, in, out)) {  // decode at batch 5..64 on Hopper
-      k::skinny_gemm(static_cast<const bf16*>(a), m, kk, in, n, out, fp32_out, beta, dev.stream());
-      return;
     }
     gemm_plan& p = plan_for(m, n, kk, fp32_out);
     const float alpha = 1.0f;
