@@ -1,0 +1,250 @@
+// The GEMM with bias and activation of vit_gemm.cuh.
+//
+// A block of three warpgroups computes a [128][256] tile of out. One thread of the first
+// warpgroup is the producer: per step of 64 columns of k it asks the TMA for x's [128][64] tile
+// and w's [256][64] tile (the 128-byte swizzle layout wgmma reads; rows past the end come in as
+// zeros) into one of `stages` buffers, whose `full` barrier completes on their bytes (tma.cuh).
+// The two consumer warpgroups each multiply 64 rows of x by the 256 rows of w (four wgmma
+// m64n256k16 a step, both operands K-major in shared memory, fp32 accumulators in registers),
+// keep one step's products in flight, and free a buffer (its `empty` barrier) once the products
+// that read it are done. The epilogue adds the bias, applies the activation (activation.cuh, the
+// expression the separate pass used) and rounds once; the tile goes through shared memory so that
+// the stores to out are whole 16-byte chunks of a row.
+//
+// Tiles are laid out with n fastest (blockIdx.x), so the blocks running at once share their rows
+// of x in the L2; w (8 MB for ViT-L/14's fc1) stays in the L2 throughout.
+#include "src/kernels/vit_gemm.cuh"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "itera/cuda/check.hpp"
+#include "src/kernels/activation.cuh"
+#include "src/kernels/launch.cuh"
+#include "src/kernels/mma.cuh"
+#include "src/kernels/tma.cuh"
+#include "src/kernels/wgmma.cuh"
+
+namespace itera::kernels::vit {
+namespace {
+
+constexpr int threads = 384;  // the producer's warpgroup, then two consumers
+constexpr int tile_m = 128, tile_n = 256, tile_k = 64;
+constexpr int stages = 4;
+constexpr unsigned x_bytes = tile_m * tile_k * 2;             // 16 KiB
+constexpr unsigned w_bytes = tile_n * tile_k * 2;             // 32 KiB
+constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
+constexpr unsigned ring_bytes = stages * stage_bytes;         // 192 KiB
+constexpr unsigned shared_bytes = ring_bytes + 2 * stages * 8;  // + the full and empty barriers
+constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
+static_assert(tile_m * out_stride * 2 <= static_cast<int>(ring_bytes), "the output tile reuses the ring");
+
+// d += A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory (descriptors).
+__device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
+        "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
+        "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
+        "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
+        "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
+        "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
+        "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
+        "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
+        "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
+        "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
+        "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
+        "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
+        "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
+        "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
+        "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
+        "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
+        "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+      : "l"(a), "l"(b), "r"(1));
+}
+
+template <activation A, bool round_sums>
+__global__ void __launch_bounds__(threads, 1)
+    gemm_bias_activation_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                                const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int n0 = static_cast<int>(blockIdx.x) * tile_n, m0 = static_cast<int>(blockIdx.y) * tile_m;
+  const unsigned ring = smem_addr(smem);
+  const unsigned full = ring + ring_bytes, empty = full + stages * 8;  // barrier s at + 8 s
+
+  if (tid == 0) {
+    for (int s = 0; s < stages; ++s) {
+      tma::barrier_init(full + 8 * s, 1);   // the producer's arrival with the byte count
+      tma::barrier_init(empty + 8 * s, 2);  // one arrival per consumer warpgroup
+    }
+    tma::barrier_init_fence();
+  }
+  __syncthreads();
+  grid_dependents_launch();
+  grid_dependency_wait();
+
+  float d[32][4];
+  if (wg == 0) {
+    if (tid == 0) {
+      for (int j = 0; j < ksteps; ++j) {
+        const int s = j % stages, use = j / stages;
+        if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
+        const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
+        tma::barrier_expect_bytes(bar, stage_bytes);
+        tma::load_2d(base, x_map, j * tile_k, m0, bar);
+        tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
+      }
+    }
+  } else {
+    const int c = wg - 1;  // rows 64 c .. 64 c + 63 of the tile
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[j][e] = 0.0f;
+    for (int j = 0; j < ksteps; ++j) {
+      const int s = j % stages;
+      tma::barrier_wait(full + 8 * s, static_cast<unsigned>((j / stages) & 1));
+      const unsigned base = ring + static_cast<unsigned>(s) * stage_bytes;
+      const std::uint64_t a = wgmma::descriptor(base + static_cast<unsigned>(c) * (x_bytes / 2), 16, 1024);
+      const std::uint64_t b = wgmma::descriptor(base + x_bytes, 16, 1024);
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < tile_k / 16; ++kk)
+        mma_64x256_ss(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32), wgmma::advance(b, static_cast<unsigned>(kk) * 32));
+      wgmma::commit();
+      wgmma::wait<1>();  // the previous step's products are done: its buffer is free
+      if (j > 0 && tid % 128 == 0) tma::barrier_arrive(empty + 8 * ((j - 1) % stages));
+    }
+    wgmma::wait<0>();
+    wgmma::fence_operands(d);
+  }
+  __syncthreads();  // every product ran: the ring takes the output tile
+
+  auto* tile = reinterpret_cast<bf16*>(smem);
+  if (wg > 0) {
+    // D fragment (wgmma.cuh): warp `warp` holds rows 16 warp + g (+ 8) of its 64, columns 8j + 2t (+ 1).
+    const int g = lane / 4, t2 = 2 * (lane % 4), r = (wg - 1) * 64 + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = 8 * j + t2;
+      const float b0 = __bfloat162float(bias[n0 + col]), b1 = __bfloat162float(bias[n0 + col + 1]);
+      // round_sums: sum + bias rounded to bf16 first, as a bf16 Linear followed by the activation.
+      const auto act = [](float v) {
+        if constexpr (round_sums) v = __bfloat162float(__float2bfloat16_rn(v));
+        return activate(A, v);
+      };
+      *reinterpret_cast<__nv_bfloat162*>(tile + r * out_stride + col) =
+          __floats2bfloat162_rn(act(d[j][0] + b0), act(d[j][1] + b1));
+      *reinterpret_cast<__nv_bfloat162*>(tile + (r + 8) * out_stride + col) =
+          __floats2bfloat162_rn(act(d[j][2] + b0), act(d[j][3] + b1));
+    }
+  }
+  __syncthreads();
+  constexpr int chunks = tile_n / 8;  // 16-byte chunks per row
+  for (int i = tid; i < tile_m * chunks; i += threads) {
+    const int r = i / chunks, ch = i % chunks;
+    if (m0 + r >= rows) continue;
+    *reinterpret_cast<uint4*>(out + static_cast<std::int64_t>(m0 + r) * n + n0 + 8 * ch) =
+        *reinterpret_cast<const uint4*>(tile + r * out_stride + 8 * ch);
+  }
+#else
+  (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps;
+  __trap();  // launched only where wgmma_available()
+#endif
+}
+
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (no link to libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    ITERA_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || p == nullptr)
+      throw std::runtime_error("vit gemm: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A row-major [rows][k] bf16 matrix read as [box_rows][64] boxes, 128-byte swizzle; boxes past the
+// last row are filled with zeros.
+CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsigned box_rows) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
+  const cuuint32_t box[2] = {tile_k, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides,
+                                    box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("vit gemm: cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) +
+                             ") for a [" + std::to_string(rows) + "][" + std::to_string(k) + "] bf16 matrix");
+  return map;
+}
+
+template <activation A, bool R>
+void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
+                 bf16* out, cudaStream_t stream) {
+  static const bool ready = [] {
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(gemm_bias_activation_kernel<A, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(shared_bytes)));
+    return true;
+  }();
+  (void)ready;
+  const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
+  const dim3 grid(static_cast<unsigned>(n / tile_n), static_cast<unsigned>((rows + tile_m - 1) / tile_m));
+  itera::kernels::launch(gemm_bias_activation_kernel<A, R>, grid, threads, shared_bytes, stream, x_map, w_map, bias, out,
+                         static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k));
+}
+
+}  // namespace
+
+bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int64_t k, const void* x, const void* w,
+                                    const void* bias, const void* out) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return rows >= 1 && rows < (std::int64_t{1} << 31) - tile_m && n >= tile_n && n % tile_n == 0 && n < (1 << 30) &&
+         k >= tile_k && k % tile_k == 0 && k < (1 << 30) && aligned(x) && aligned(w) && aligned(bias) &&
+         aligned(out) && wgmma_available();
+}
+
+void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
+                          const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream) {
+  const auto run = [&]<activation A>() {
+    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream);
+    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream);
+  };
+  switch (act) {
+    case activation::quick_gelu: run.template operator()<activation::quick_gelu>(); break;
+    case activation::gelu: run.template operator()<activation::gelu>(); break;
+    case activation::gelu_tanh: run.template operator()<activation::gelu_tanh>(); break;
+  }
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace itera::kernels::vit
