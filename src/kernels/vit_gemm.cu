@@ -1,18 +1,22 @@
 // The GEMM with bias and activation of vit_gemm.cuh.
 //
-// A block of three warpgroups computes a [128][256] tile of out. One thread of the first
-// warpgroup is the producer: per step of 64 columns of k it asks the TMA for x's [128][64] tile
-// and w's [256][64] tile (the 128-byte swizzle layout wgmma reads; rows past the end come in as
-// zeros) into one of `stages` buffers, whose `full` barrier completes on their bytes (tma.cuh).
-// The two consumer warpgroups each multiply 64 rows of x by the 256 rows of w (four wgmma
-// m64n256k16 a step, both operands K-major in shared memory, fp32 accumulators in registers),
-// keep one step's products in flight, and free a buffer (its `empty` barrier) once the products
-// that read it are done. The epilogue adds the bias, applies the activation (activation.cuh, the
-// expression the separate pass used) and rounds once; the tile goes through shared memory so that
-// the stores to out are whole 16-byte chunks of a row.
+// Persistent: one block per SM walks over [128][256] tiles of out (n fastest, so the blocks
+// running at once share their rows of x in the L2; w, 8 MB for ViT-L/14's fc1, stays there). Three
+// warpgroups: one thread of the first is the producer, which asks the TMA, per step of 64 columns
+// of k, for x's [128][64] tile and w's [256][64] tile (the 128-byte swizzle layout wgmma reads;
+// rows past the end come in as zeros) into one of `stages` buffers, whose `full` barrier completes
+// on their bytes (tma.cuh), over all of the block's tiles without a pause. The two consumer
+// warpgroups each multiply 64 rows of x by the 256 rows of w (four wgmma m64n256k16 a step, both
+// operands K-major in shared memory, fp32 accumulators in registers), keep one step's products in
+// flight, and free a buffer (its `empty` barrier) once the products that read it are done. The
+// epilogue adds the bias, applies the activation (activation.cuh, the expression the separate pass
+// used) and rounds, through a staging tile of its own so that the producer can fill the ring for
+// the next tile meanwhile, and stores whole 16-byte chunks of rows.
 //
-// Tiles are laid out with n fastest (blockIdx.x), so the blocks running at once share their rows
-// of x in the L2; w (8 MB for ViT-L/14's fc1) stays in the L2 throughout.
+// Measured on the H200 (ViT-L/14 fc1 at batch 128, docs/perf/2026-11-30-skinny-gemm.md): one
+// block per tile (commit 4832ed4) ran 0.848 ms a layer against 0.582 for cuBLASLt and the pass;
+// Nsight Compute put 17% of the warps' samples at the exit of a tile's block, whose SM held no
+// other block meanwhile.
 #include "src/kernels/vit_gemm.cuh"
 
 #include <cuda.h>
@@ -20,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -36,14 +41,15 @@ namespace {
 
 constexpr int threads = 384;  // the producer's warpgroup, then two consumers
 constexpr int tile_m = 128, tile_n = 256, tile_k = 64;
-constexpr int stages = 4;
+constexpr int stages = 3;
 constexpr unsigned x_bytes = tile_m * tile_k * 2;             // 16 KiB
 constexpr unsigned w_bytes = tile_n * tile_k * 2;             // 32 KiB
 constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
-constexpr unsigned ring_bytes = stages * stage_bytes;         // 192 KiB
-constexpr unsigned shared_bytes = ring_bytes + 2 * stages * 8;  // + the full and empty barriers
+constexpr unsigned ring_bytes = stages * stage_bytes;         // 144 KiB
 constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
-static_assert(tile_m * out_stride * 2 <= static_cast<int>(ring_bytes), "the output tile reuses the ring");
+constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after the ring
+constexpr unsigned shared_bytes = ring_bytes + out_bytes + 2 * stages * 8;  // + the full and empty barriers
+
 
 // d += A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory (descriptors).
 __device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a, std::uint64_t b) {
@@ -86,16 +92,21 @@ __device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a
       : "l"(a), "l"(b), "r"(1));
 }
 
+// Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
 template <activation A, bool round_sums>
 __global__ void __launch_bounds__(threads, 1)
     gemm_bias_activation_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
-                                const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps) {
+                                const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps,
+                                int tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const int n0 = static_cast<int>(blockIdx.x) * tile_n, m0 = static_cast<int>(blockIdx.y) * tile_m;
+  const int n_tiles = n / tile_n;
   const unsigned ring = smem_addr(smem);
-  const unsigned full = ring + ring_bytes, empty = full + stages * 8;  // barrier s at + 8 s
+  const unsigned full = ring + ring_bytes + out_bytes, empty = full + stages * 8;  // barrier s at + 8 s
+  auto* staged = reinterpret_cast<bf16*>(smem + ring_bytes);
 
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
@@ -108,27 +119,38 @@ __global__ void __launch_bounds__(threads, 1)
   grid_dependents_launch();
   grid_dependency_wait();
 
-  float d[32][4];
+  // Tiles blockIdx.x, + gridDim.x, ...: n fastest, so the blocks running at once share rows of x.
+  // Step g counts this block's steps over all its tiles: buffer g % stages, its use g / stages.
   if (wg == 0) {
     if (tid == 0) {
-      for (int j = 0; j < ksteps; ++j) {
-        const int s = j % stages, use = j / stages;
-        if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
-        const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
-        tma::barrier_expect_bytes(bar, stage_bytes);
-        tma::load_2d(base, x_map, j * tile_k, m0, bar);
-        tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
+      int g = 0;
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+        const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
+        for (int j = 0; j < ksteps; ++j, ++g) {
+          const int s = g % stages, use = g / stages;
+          if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
+          const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
+          tma::barrier_expect_bytes(bar, stage_bytes);
+          tma::load_2d(base, x_map, j * tile_k, m0, bar);
+          tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
+        }
       }
     }
-  } else {
-    const int c = wg - 1;  // rows 64 c .. 64 c + 63 of the tile
+    return;  // the producer's warpgroup takes no part in the epilogues (named barrier 1)
+  }
+  const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each tile
+  const bool leader = tid % 128 == 0;
+  int g = 0;
+  float d[32][4];
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+    const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
 #pragma unroll
     for (int j = 0; j < 32; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) d[j][e] = 0.0f;
-    for (int j = 0; j < ksteps; ++j) {
-      const int s = j % stages;
-      tma::barrier_wait(full + 8 * s, static_cast<unsigned>((j / stages) & 1));
+    for (int j = 0; j < ksteps; ++j, ++g) {
+      const int s = g % stages;
+      tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
       const unsigned base = ring + static_cast<unsigned>(s) * stage_bytes;
       const std::uint64_t a = wgmma::descriptor(base + static_cast<unsigned>(c) * (x_bytes / 2), 16, 1024);
       const std::uint64_t b = wgmma::descriptor(base + x_bytes, 16, 1024);
@@ -138,42 +160,43 @@ __global__ void __launch_bounds__(threads, 1)
         mma_64x256_ss(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32), wgmma::advance(b, static_cast<unsigned>(kk) * 32));
       wgmma::commit();
       wgmma::wait<1>();  // the previous step's products are done: its buffer is free
-      if (j > 0 && tid % 128 == 0) tma::barrier_arrive(empty + 8 * ((j - 1) % stages));
+      if (j > 0 && leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));
     }
     wgmma::wait<0>();
     wgmma::fence_operands(d);
-  }
-  __syncthreads();  // every product ran: the ring takes the output tile
+    if (leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));  // the tile's last buffer
 
-  auto* tile = reinterpret_cast<bf16*>(smem);
-  if (wg > 0) {
-    // D fragment (wgmma.cuh): warp `warp` holds rows 16 warp + g (+ 8) of its 64, columns 8j + 2t (+ 1).
-    const int g = lane / 4, t2 = 2 * (lane % 4), r = (wg - 1) * 64 + warp * 16 + g;
+    // Epilogue, while the producer already fills the ring for the next tile. D fragment
+    // (wgmma.cuh): warp `warp` holds rows 16 warp + g8 (+ 8) of its 64, columns 8j + 2t (+ 1).
+    {
+      const int g8 = lane / 4, t2 = 2 * (lane % 4), r = c * 64 + warp * 16 + g8;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = 8 * j + t2;
-      const float b0 = __bfloat162float(bias[n0 + col]), b1 = __bfloat162float(bias[n0 + col + 1]);
-      // round_sums: sum + bias rounded to bf16 first, as a bf16 Linear followed by the activation.
-      const auto act = [](float v) {
-        if constexpr (round_sums) v = __bfloat162float(__float2bfloat16_rn(v));
-        return activate(A, v);
-      };
-      *reinterpret_cast<__nv_bfloat162*>(tile + r * out_stride + col) =
-          __floats2bfloat162_rn(act(d[j][0] + b0), act(d[j][1] + b1));
-      *reinterpret_cast<__nv_bfloat162*>(tile + (r + 8) * out_stride + col) =
-          __floats2bfloat162_rn(act(d[j][2] + b0), act(d[j][3] + b1));
+      for (int j = 0; j < 32; ++j) {
+        const int col = 8 * j + t2;
+        const float b0 = __bfloat162float(bias[n0 + col]), b1 = __bfloat162float(bias[n0 + col + 1]);
+        // round_sums: sum + bias rounded to bf16 first, as a bf16 Linear followed by the activation.
+        const auto act = [](float v) {
+          if constexpr (round_sums) v = __bfloat162float(__float2bfloat16_rn(v));
+          return activate(A, v);
+        };
+        *reinterpret_cast<__nv_bfloat162*>(staged + r * out_stride + col) =
+            __floats2bfloat162_rn(act(d[j][0] + b0), act(d[j][1] + b1));
+        *reinterpret_cast<__nv_bfloat162*>(staged + (r + 8) * out_stride + col) =
+            __floats2bfloat162_rn(act(d[j][2] + b0), act(d[j][3] + b1));
+      }
     }
-  }
-  __syncthreads();
-  constexpr int chunks = tile_n / 8;  // 16-byte chunks per row
-  for (int i = tid; i < tile_m * chunks; i += threads) {
-    const int r = i / chunks, ch = i % chunks;
-    if (m0 + r >= rows) continue;
-    *reinterpret_cast<uint4*>(out + static_cast<std::int64_t>(m0 + r) * n + n0 + 8 * ch) =
-        *reinterpret_cast<const uint4*>(tile + r * out_stride + 8 * ch);
+    consumers_sync();  // the tile is staged
+    constexpr int chunks = tile_n / 8;  // 16-byte chunks per row
+    for (int i = tid - 128; i < tile_m * chunks; i += 256) {
+      const int r = i / chunks, ch = i % chunks;
+      if (m0 + r >= rows) continue;
+      *reinterpret_cast<uint4*>(out + static_cast<std::int64_t>(m0 + r) * n + n0 + 8 * ch) =
+          *reinterpret_cast<const uint4*>(staged + r * out_stride + 8 * ch);
+    }
+    consumers_sync();  // the staging area is read out before the next tile's epilogue
   }
 #else
-  (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps;
+  (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps, (void)tiles;
   __trap();  // launched only where wgmma_available()
 #endif
 }
@@ -218,9 +241,11 @@ void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n
   }();
   (void)ready;
   const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
-  const dim3 grid(static_cast<unsigned>(n / tile_n), static_cast<unsigned>((rows + tile_m - 1) / tile_m));
+  const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, device_multiprocessors()));
   itera::kernels::launch(gemm_bias_activation_kernel<A, R>, grid, threads, shared_bytes, stream, x_map, w_map, bias, out,
-                         static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k));
+                         static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k),
+                         static_cast<int>(tiles));
 }
 
 }  // namespace
