@@ -48,7 +48,8 @@ constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
 constexpr unsigned ring_bytes = stages * stage_bytes;         // 144 KiB
 constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
 constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after the ring
-constexpr unsigned shared_bytes = ring_bytes + out_bytes + 2 * stages * 8;  // + the full and empty barriers
+constexpr unsigned bias_bytes = tile_n * 2;                   // the tile's bias, after the staging tile
+constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8;  // + full and empty barriers
 
 
 // d += A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory (descriptors).
@@ -105,8 +106,9 @@ __global__ void __launch_bounds__(threads, 1)
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int n_tiles = n / tile_n;
   const unsigned ring = smem_addr(smem);
-  const unsigned full = ring + ring_bytes + out_bytes, empty = full + stages * 8;  // barrier s at + 8 s
+  const unsigned full = ring + ring_bytes + out_bytes + bias_bytes, empty = full + stages * 8;  // barrier s at + 8 s
   auto* staged = reinterpret_cast<bf16*>(smem + ring_bytes);
+  auto* bias_tile = reinterpret_cast<bf16*>(smem + ring_bytes + out_bytes);
 
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
@@ -148,6 +150,10 @@ __global__ void __launch_bounds__(threads, 1)
     for (int j = 0; j < 32; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) d[j][e] = 0.0f;
+    // The tile's bias into shared memory now, read by the epilogue: one load per thread whose
+    // latency the main loop hides (32 dependent loads per thread in the epilogue were a large part
+    // of its time).
+    bias_tile[tid - 128] = bias[n0 + tid - 128];
     for (int j = 0; j < ksteps; ++j, ++g) {
       const int s = g % stages;
       tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
@@ -168,12 +174,14 @@ __global__ void __launch_bounds__(threads, 1)
 
     // Epilogue, while the producer already fills the ring for the next tile. D fragment
     // (wgmma.cuh): warp `warp` holds rows 16 warp + g8 (+ 8) of its 64, columns 8j + 2t (+ 1).
+    consumers_sync();  // the bias tile is written
     {
       const int g8 = lane / 4, t2 = 2 * (lane % 4), r = c * 64 + warp * 16 + g8;
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
         const int col = 8 * j + t2;
-        const float b0 = __bfloat162float(bias[n0 + col]), b1 = __bfloat162float(bias[n0 + col + 1]);
+        const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias_tile + col));
+        const float b0 = bb.x, b1 = bb.y;
         // round_sums: sum + bias rounded to bf16 first, as a bf16 Linear followed by the activation.
         const auto act = [](float v) {
           if constexpr (round_sums) v = __bfloat162float(__float2bfloat16_rn(v));
@@ -193,7 +201,7 @@ __global__ void __launch_bounds__(threads, 1)
       *reinterpret_cast<uint4*>(out + static_cast<std::int64_t>(m0 + r) * n + n0 + 8 * ch) =
           *reinterpret_cast<const uint4*>(staged + r * out_stride + 8 * ch);
     }
-    consumers_sync();  // the staging area is read out before the next tile's epilogue
+    consumers_sync();  // the staging tile and the bias are read before the next tile writes them
   }
 #else
   (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps, (void)tiles;
