@@ -14,6 +14,7 @@
 
 #include "itera/cuda/check.hpp"
 #include "src/cuda/text.hpp"
+#include "src/kernels/activation.cuh"
 #include "src/kernels/common.cuh"
 #include "src/kernels/flash_attention_wgmma.cuh"
 #include "src/kernels/launch.cuh"
@@ -139,21 +140,6 @@ void launch_layer_norm_warp(const bf16* x, const bf16* gamma, const bf16* beta, 
 
 // ---------------------------------------------------------------------------------------------
 // Bias + activation, embeddings
-
-// In forms without cancellation for negative x, where 1 + erf and 1 + tanh lose every bit in fp32
-// (the reference computes the textbook forms in double): 1 + erf(z) = erfc(-z) and
-// 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)).
-__device__ __forceinline__ float activate(activation a, float x) {
-  switch (a) {
-    case activation::quick_gelu: return x / (1.0f + expf(-1.702f * x));
-    case activation::gelu: return 0.5f * x * erfcf(-x * 0.7071067811865476f);
-    case activation::gelu_tanh: {
-      const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-      return x / (1.0f + expf(-2.0f * inner));
-    }
-  }
-  return x;
-}
 
 template <activation A>
 __global__ void bias_activation_vec_kernel(const float* in, const bf16* bias, bf16* out, std::uint64_t items,

@@ -29,6 +29,7 @@
 #if ITERA_WITH_CUDA
 #include "itera/core/recorder.hpp"
 #include "itera/cuda/cuda_backend.hpp"
+#include "src/kernels/launch.cuh"
 #include "tests/support/cuda_test.hpp"
 #include "workloads/multimodal/vit_gpu.hpp"
 #endif
@@ -164,6 +165,38 @@ TEST_F(vit_device_test, fc1_bf16_sums) {
               e, e_once);
   EXPECT_LT(e, 1e-2);
   EXPECT_GT(e_once, 0.0);
+}
+
+// fc1 with its bias and activation in one kernel (vit_gemm.cuh, sm_90a; mlp a multiple of 256):
+// against the reference in both fc1 modes (sums rounded to bf16 before the activation, and one
+// rounding), and against the engine's cuBLASLt path on the same inputs. 3 images of T = 82 give
+// 246 rows: a partial last row tile.
+TEST_F(vit_device_test, fused_fc1) {
+  if (!kernels::wgmma_available()) GTEST_SKIP() << "the fused fc1 runs on sm_90a (wgmma) only";
+  const auto c = apply_vit_shape(vit_preset("tiny"), "hidden=128;heads=2;image=36;mlp=512");
+  vit_engine_options o;
+  o.max_images = 3;
+  const auto fused = check(c, 3, o, "fc1 fused, one rounding");
+  o.fused_fc1 = false;
+  const auto separate = check(c, 3, o, "fc1 in cuBLASLt + a pass");
+  const double between = normalised_error(fused.features.values, separate.features.values);
+  std::printf("fused fc1 against cuBLASLt + pass: features %.2e\n", between);
+  EXPECT_LT(between, 5e-3);
+
+  o.fused_fc1 = true;
+  o.fc1_bf16_sums = true;
+  const auto w = random_vit_weights(c, dtype::bf16, 5);
+  const auto patches = patches_for(c, 3, 100);
+  gpu_vit eng(*dev, w, o);
+  (void)eng.project(eng.encode(eng.upload_patches(patches, 3), 3), 3);
+  bool took_fused = false;
+  for (const auto& [gemm, choice] : eng.gemm_choices()) took_fused |= choice.find("gemm_bias_activation") != std::string::npos;
+  EXPECT_TRUE(took_fused) << "the engine did not run fc1 in the fused kernel";
+  vit_reference ref(w, dtype::bf16);
+  ref.set_fc1_bf16_sums(true);
+  const double e = normalised_error(eng.download_features(3).values, ref.encode_patches(patches, 3).values);
+  std::printf("fc1 fused, sums rounded to bf16 first: features %.2e against the reference rounding there too\n", e);
+  EXPECT_LT(e, engine_bound);
 }
 
 // Shapes whose tokens span several key tiles with a partial last one, at the head sizes of

@@ -39,6 +39,8 @@
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
 #include "src/kernels/attention_choice.hpp"
+#include "src/kernels/launch.cuh"
+#include "src/kernels/vit_gemm.cuh"
 #include "src/kernels/vit_kernels.cuh"
 #include "workloads/gemm/numeric.hpp"
 
@@ -138,6 +140,7 @@ struct gpu_vit::impl {
   vit_engine_options o;
   std::int64_t T = 0, D = 0, M = 0, Np = 0, K = 0, H = 0, Tp = 0;
   bool fc1_epilogue = false;  // gelu_tanh in cuBLASLt's epilogue
+  bool fc1_fused = false;     // fc1 + bias + activation in k::gemm_bias_activation
   float attention_scale = 0;
 
   // Stages, for the recorder: vit_stages() and, per stage, its two paths.
@@ -176,6 +179,11 @@ struct gpu_vit::impl {
     H = c.llm_hidden;
     Tp = c.projector_tokens();
     fc1_epilogue = c.activation == vit_activation::gelu_tanh && o.gelu_tanh_epilogue;
+    // The arena's 256-byte offsets align every weight and activation buffer for the kernel.
+    fc1_fused = !fc1_epilogue && o.fused_fc1 && kernels::env_switch("ITERA_VIT_FUSED_FC1", true) &&
+                k::gemm_bias_activation_supported(o.max_images * T, M, D, reinterpret_cast<void*>(256),
+                                                  reinterpret_cast<void*>(256), reinterpret_cast<void*>(256),
+                                                  reinterpret_cast<void*>(256));
     attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())));
     index_stages();
     plan_arena();
@@ -510,7 +518,7 @@ struct gpu_vit::impl {
     dev.make_current();
     for (const gemm_id id : {gemm_id::patch, gemm_id::qkv, gemm_id::out, gemm_id::fc1, gemm_id::fc2,
                              gemm_id::projector_fc1, gemm_id::projector_fc2})
-      (void)plan(id, images);
+      if (id != gemm_id::fc1 || !fc1_fused) (void)plan(id, images);
   }
 
   void gemm(gemm_id id, std::int64_t images, const void* w, const bf16* bias, const void* input, void* out) {
@@ -589,6 +597,9 @@ struct gpu_vit::impl {
           auto sc = open(rec, idx[5], names, images);
           if (fc1_epilogue) {
             gemm(gemm_id::fc1, images, w_at(lo.w1), w_at(lo.b1), h.data(), f.data());
+          } else if (fc1_fused) {
+            k::gemm_bias_activation(h.as<bf16>(), rows, w_at(lo.w1), M, D, w_at(lo.b1), kernel_activation(c.activation),
+                                    o.fc1_bf16_sums, f.as<bf16>(), s);
           } else if (o.fc1_bf16_sums) {
             gemm(gemm_id::fc1, images, w_at(lo.w1), w_at(lo.b1), h.data(), f.data());
             k::activation_in_place(f.as<bf16>(), rows * M, kernel_activation(c.activation), s);
@@ -713,6 +724,13 @@ std::string gpu_vit::precision_note() const {
   std::string fc1;
   if (m->fc1_epilogue)
     fc1 = "fc1 with cuBLASLt's GELU (tanh form) + bias epilogue";
+  else if (m->fc1_fused && m->o.fc1_bf16_sums)
+    fc1 = cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): sums + bias ",
+              "rounded to bf16, then the activation in fp32 (__expf and __fdividef) and a second rounding, as a bf16 ",
+              "Linear and its activation");
+  else if (m->fc1_fused)
+    fc1 = cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): fp32 sums + ",
+              "bias, the activation in fp32 (__expf and __fdividef), one rounding");
   else if (m->o.fc1_bf16_sums)
     fc1 = cat("fc1's sums + bias rounded to bf16 by cuBLASLt's epilogue, then ", activation_name(c.activation),
               " in fp32 and a second rounding (not the reference's single rounding)");
@@ -815,6 +833,9 @@ std::vector<std::pair<std::string, std::string>> gpu_vit::gemm_choices() const {
     out.emplace_back(cat(gemm_name(key.second), " images=", key.first, " M=", p.shape.rows, " N=", p.shape.m, " K=",
                          p.shape.kk),
                      p.choice);
+  if (m->fc1_fused)
+    out.emplace_back(cat("fc1 N=", m->M, " K=", m->D),
+                     "gemm_bias_activation (src/kernels/vit_gemm.cu): TMA + wgmma, bias and activation in its epilogue");
   return out;
 }
 

@@ -57,6 +57,10 @@ struct vit_engine_options {
   bool tune_gemms = true;          // time cuBLASLt's candidates for each GEMM of at least 8 GFLOP
   bool gelu_tanh_epilogue = true;  // fc1 with gelu_tanh in cuBLASLt's epilogue (false: fp32 + kernel)
   bool fc1_bf16_sums = false;      // quick_gelu, gelu: fc1's sums rounded to bf16 before the activation
+  // quick_gelu, gelu on sm_90a: fc1, its bias and activation in one kernel of ours
+  // (src/kernels/vit_gemm.cuh) rather than cuBLASLt and a pass over its output;
+  // ITERA_VIT_FUSED_FC1=0 turns it off (A/B measurements).
+  bool fused_fc1 = true;
   bool attention_tensor_cores = true;  // false: the CUDA-core attention kernel (tests)
   // Weights and activations (all but the image tokens) in evictable device memory, so that
   // offload() can give them back between uses (residency=staged in the multimodal pipeline).

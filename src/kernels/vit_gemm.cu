@@ -1,0 +1,312 @@
+// The GEMM with bias and activation of vit_gemm.cuh.
+//
+// Persistent: one block per SM walks over [128][256] tiles of out (n fastest, so the blocks
+// running at once share their rows of x in the L2; w, 8 MB for ViT-L/14's fc1, stays there).
+// Three warpgroups with three jobs:
+//   producer   one thread of the first warpgroup asks the TMA, per step of 64 columns of k, for
+//              x's [128][64] tile and w's [256][64] tile (the 128-byte swizzle layout wgmma reads;
+//              rows past the end come in as zeros) into one of `stages` buffers, whose `full`
+//              barrier completes on their bytes (tma.cuh), over all of the block's tiles;
+//   consumers  the other two warpgroups each multiply 64 rows of x by the 256 rows of w (four
+//              wgmma m64n256k16 a step, both operands K-major in shared memory, fp32 accumulators
+//              in registers), keep one step's products in flight and free a buffer (its `empty`
+//              barrier) once the products that read it are done; after a tile's last step they
+//              add the bias and leave bf16(sum + bias) in a staging tile (with round_sums; else
+//              the activated value) and go on with the next tile;
+//   epilogue   warps 1-3 of the first warpgroup apply the activation to the staged tile and store
+//              it in 16-byte chunks of rows, while the consumers run the next tile's products.
+// The staging tile has its own full and empty barriers, so a tile's epilogue overlaps the next
+// tile's products.
+//
+// Measured on the H200, ViT-L/14 fc1 at batch 128 (docs/perf/2026-11-30-skinny-gemm.md), against
+// cuBLASLt with the bias epilogue then the activation pass, 0.58-0.60 ms a layer: this kernel
+// with the consumers doing the epilogue 0.788-0.848 ms (4832ed4 .. 96814d3; Nsight Compute put 60%
+// of the consumer warps' samples in the epilogue), with the epilogue warps and expf / IEEE
+// division 0.932 ms (the epilogue warps became the bottleneck), with __expf / __fdividef
+// (activation.cuh: activate_fast) 0.523 ms.
+#include "src/kernels/vit_gemm.cuh"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "itera/cuda/check.hpp"
+#include "src/kernels/activation.cuh"
+#include "src/kernels/launch.cuh"
+#include "src/kernels/mma.cuh"
+#include "src/kernels/tma.cuh"
+#include "src/kernels/wgmma.cuh"
+
+namespace itera::kernels::vit {
+namespace {
+
+constexpr int threads = 384;  // the producer's warpgroup, then two consumers
+constexpr int tile_m = 128, tile_n = 256, tile_k = 64;
+constexpr int stages = 3;
+constexpr unsigned x_bytes = tile_m * tile_k * 2;             // 16 KiB
+constexpr unsigned w_bytes = tile_n * tile_k * 2;             // 32 KiB
+constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
+constexpr unsigned ring_bytes = stages * stage_bytes;         // 144 KiB
+constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
+constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after the ring
+constexpr unsigned bias_bytes = tile_n * 2;                   // the tile's bias, after the staging tile
+// + each stage's full and empty barriers, then the staging tile's (full, empty).
+constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8 + 16;
+constexpr int epilogue_threads = 96;  // warps 1-3 of the producer's warpgroup
+
+
+// d += A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory (descriptors).
+__device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
+        "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
+        "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
+        "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
+        "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
+        "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
+        "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
+        "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
+        "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
+        "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
+        "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
+        "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
+        "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
+        "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
+        "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
+        "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
+        "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+      : "l"(a), "l"(b), "r"(1));
+}
+
+// Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
+template <activation A, bool round_sums>
+__global__ void __launch_bounds__(threads, 1)
+    gemm_bias_activation_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                                const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps,
+                                int tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int n_tiles = n / tile_n;
+  const unsigned ring = smem_addr(smem);
+  const unsigned full = ring + ring_bytes + out_bytes + bias_bytes, empty = full + stages * 8;  // barrier s at + 8 s
+  auto* staged = reinterpret_cast<bf16*>(smem + ring_bytes);
+  auto* bias_tile = reinterpret_cast<bf16*>(smem + ring_bytes + out_bytes);
+
+  const unsigned staged_full = empty + stages * 8, staged_empty = staged_full + 8;
+  if (tid == 0) {
+    for (int s = 0; s < stages; ++s) {
+      tma::barrier_init(full + 8 * s, 1);   // the producer's arrival with the byte count
+      tma::barrier_init(empty + 8 * s, 2);  // one arrival per consumer warpgroup
+    }
+    tma::barrier_init(staged_full, 1);                  // the consumers' leader, after their barrier
+    tma::barrier_init(staged_empty, epilogue_threads);  // every epilogue thread, done reading
+    tma::barrier_init_fence();
+  }
+  __syncthreads();
+  grid_dependents_launch();
+  grid_dependency_wait();
+
+  // Tiles blockIdx.x, + gridDim.x, ...: n fastest, so the blocks running at once share rows of x.
+  // Step g counts this block's steps over all its tiles: buffer g % stages, its use g / stages;
+  // tile i of the block uses the staging tile for the i-th time.
+  const auto post = [](bf16 v) {  // what the epilogue threads apply to a staged value
+    if constexpr (round_sums) return __float2bfloat16_rn(activate_fast(A, __bfloat162float(v)));
+    else return v;
+  };
+  if (wg == 0) {
+    if (tid == 0) {
+      int g = 0;
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+        const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
+        for (int j = 0; j < ksteps; ++j, ++g) {
+          const int s = g % stages, use = g / stages;
+          if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
+          const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
+          tma::barrier_expect_bytes(bar, stage_bytes);
+          tma::load_2d(base, x_map, j * tile_k, m0, bar);
+          tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
+        }
+      }
+    } else if (tid >= 32) {
+      // The epilogue threads: each staged tile's activation (round_sums) and its stores, while the
+      // consumers run the next tile's products.
+      int i = 0;
+      constexpr int chunks = tile_n / 8;  // 16-byte chunks per row
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
+        const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
+        tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
+        for (int q = tid - 32; q < tile_m * chunks; q += epilogue_threads) {
+          const int r = q / chunks, ch = q % chunks;
+          if (m0 + r >= rows) continue;
+          uint4 v = *reinterpret_cast<const uint4*>(staged + r * out_stride + 8 * ch);
+          bf16* e = reinterpret_cast<bf16*>(&v);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) e[k] = post(e[k]);
+          *reinterpret_cast<uint4*>(out + static_cast<std::int64_t>(m0 + r) * n + n0 + 8 * ch) = v;
+        }
+        tma::barrier_arrive(staged_empty);
+      }
+    }
+    return;
+  }
+  const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each tile
+  const bool leader = tid % 128 == 0;
+  int g = 0, i = 0;
+  float d[32][4];
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
+    const int n0 = (t % n_tiles) * tile_n;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[j][e] = 0.0f;
+    // The tile's bias into shared memory now, read after the main loop: one load per thread whose
+    // latency the main loop hides (32 dependent loads per thread after it were a large part of the
+    // epilogue's time).
+    bias_tile[tid - 128] = bias[n0 + tid - 128];
+    for (int j = 0; j < ksteps; ++j, ++g) {
+      const int s = g % stages;
+      tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
+      const unsigned base = ring + static_cast<unsigned>(s) * stage_bytes;
+      const std::uint64_t a = wgmma::descriptor(base + static_cast<unsigned>(c) * (x_bytes / 2), 16, 1024);
+      const std::uint64_t b = wgmma::descriptor(base + x_bytes, 16, 1024);
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < tile_k / 16; ++kk)
+        mma_64x256_ss(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32), wgmma::advance(b, static_cast<unsigned>(kk) * 32));
+      wgmma::commit();
+      wgmma::wait<1>();  // the previous step's products are done: its buffer is free
+      if (j > 0 && leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));
+    }
+    wgmma::wait<0>();
+    wgmma::fence_operands(d);
+    if (leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));  // the tile's last buffer
+
+    // Sums + bias into the staging tile: bf16(sum + bias) with round_sums (the epilogue threads
+    // apply the activation), else the activation here and one rounding. D fragment (wgmma.cuh):
+    // warp `warp` holds rows 16 warp + g8 (+ 8) of its 64, columns 8j + 2t (+ 1).
+    consumers_sync();  // the bias tile is written
+    if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
+    {
+      const int g8 = lane / 4, t2 = 2 * (lane % 4), r = c * 64 + warp * 16 + g8;
+      const auto value = [](float v) {
+        if constexpr (round_sums) return v;
+        else return activate_fast(A, v);
+      };
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int col = 8 * j + t2;
+        const float2 bb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias_tile + col));
+        *reinterpret_cast<__nv_bfloat162*>(staged + r * out_stride + col) =
+            __floats2bfloat162_rn(value(d[j][0] + bb.x), value(d[j][1] + bb.y));
+        *reinterpret_cast<__nv_bfloat162*>(staged + (r + 8) * out_stride + col) =
+            __floats2bfloat162_rn(value(d[j][2] + bb.x), value(d[j][3] + bb.y));
+      }
+    }
+    consumers_sync();  // the tile is staged, and every consumer is done with the bias
+    if (tid == 128) tma::barrier_arrive(staged_full);
+  }
+#else
+  (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps, (void)tiles;
+  __trap();  // launched only where wgmma_available()
+#endif
+}
+
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (no link to libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    ITERA_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || p == nullptr)
+      throw std::runtime_error("vit gemm: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A row-major [rows][k] bf16 matrix read as [box_rows][64] boxes, 128-byte swizzle; boxes past the
+// last row are filled with zeros.
+CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsigned box_rows) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
+  const cuuint32_t box[2] = {tile_k, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides,
+                                    box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("vit gemm: cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) +
+                             ") for a [" + std::to_string(rows) + "][" + std::to_string(k) + "] bf16 matrix");
+  return map;
+}
+
+template <activation A, bool R>
+void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
+                 bf16* out, cudaStream_t stream) {
+  static const bool ready = [] {
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(gemm_bias_activation_kernel<A, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(shared_bytes)));
+    return true;
+  }();
+  (void)ready;
+  const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
+  const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, device_multiprocessors()));
+  itera::kernels::launch(gemm_bias_activation_kernel<A, R>, grid, threads, shared_bytes, stream, x_map, w_map, bias, out,
+                         static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k),
+                         static_cast<int>(tiles));
+}
+
+}  // namespace
+
+bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int64_t k, const void* x, const void* w,
+                                    const void* bias, const void* out) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return rows >= 1 && rows < (std::int64_t{1} << 31) - tile_m && n >= tile_n && n % tile_n == 0 && n < (1 << 30) &&
+         k >= tile_k && k % tile_k == 0 && k < (1 << 30) && aligned(x) && aligned(w) && aligned(bias) &&
+         aligned(out) && wgmma_available();
+}
+
+void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
+                          const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream) {
+  const auto run = [&]<activation A>() {
+    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream);
+    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream);
+  };
+  switch (act) {
+    case activation::quick_gelu: run.template operator()<activation::quick_gelu>(); break;
+    case activation::gelu: run.template operator()<activation::gelu>(); break;
+    case activation::gelu_tanh: run.template operator()<activation::gelu_tanh>(); break;
+  }
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace itera::kernels::vit
