@@ -18,7 +18,7 @@
 // The staging tile has its own full and empty barriers, so a tile's epilogue overlaps the next
 // tile's products.
 //
-// Measured on the H200, ViT-L/14 fc1 at batch 128 (docs/perf/2026-11-30-skinny-gemm.md), against
+// Measured on the H200, ViT-L/14 fc1 at batch 128 (docs/perf/2026-11-30-own-gemms.md), against
 // cuBLASLt with the bias epilogue then the activation pass, 0.58-0.60 ms a layer: this kernel
 // with the consumers doing the epilogue 0.788-0.848 ms (4832ed4 .. 96814d3; Nsight Compute put 60%
 // of the consumer warps' samples in the epilogue), with the epilogue warps and expf / IEEE
