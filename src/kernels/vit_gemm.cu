@@ -58,11 +58,11 @@ constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after t
 constexpr unsigned bias_bytes = tile_n * 2;                   // the tile's bias, after the staging tile
 // + each stage's full and empty barriers, then the staging tile's (full, empty).
 constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8 + 16;
-constexpr int epilogue_threads = 96;  // warps 1-3 of the producer's warpgroup
+[[maybe_unused]] constexpr int epilogue_threads = 96;  // warps 1-3 of the producer's warpgroup
 
 
 // d += A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory (descriptors).
-__device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a, std::uint64_t b) {
+[[maybe_unused]] __device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a, std::uint64_t b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n"
@@ -103,7 +103,7 @@ __device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a
 }
 
 // Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+[[maybe_unused]] __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
 template <activation A, bool round_sums>
 __global__ void __launch_bounds__(threads, 1)
