@@ -1186,16 +1186,20 @@ TEST_F(llm_cuda, fp8_kv_cache_saturates_at_the_store) {
 TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
   // ITERA_LLM_TIMING_BATCH sets the batch (default 1), ITERA_LLM_TIMING_WEIGHTS and
-  // ITERA_LLM_TIMING_KV the weights and the KV cache (bf16 or fp8_e4m3).
+  // ITERA_LLM_TIMING_KV the weights and the KV cache (bf16, fp16 or fp8_e4m3),
+  // ITERA_LLM_TIMING_COMPUTE the compute type (bf16 or fp16; the cache follows it unless set).
   const model_config c = preset("llama-3.1-8b");
   constexpr std::int64_t context = 512, steps = 32, record_steps = 8;
   const char* batch_env = std::getenv("ITERA_LLM_TIMING_BATCH");
   const std::int64_t batch = batch_env ? std::max<std::int64_t>(1, std::atoll(batch_env)) : 1;
-  const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");  // bf16 (default) or fp8_e4m3
+  const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");  // bf16 (default), fp16 or fp8_e4m3
   const dtype weights = weights_env ? parse_dtype(weights_env) : dtype::bf16;
-  const char* kv_env = std::getenv("ITERA_LLM_TIMING_KV");  // bf16 (default) or fp8_e4m3
-  const dtype kv = kv_env ? parse_dtype(kv_env) : dtype::bf16;
+  const char* compute_env = std::getenv("ITERA_LLM_TIMING_COMPUTE");  // bf16 (default) or fp16
+  const dtype compute = compute_env ? parse_dtype(compute_env) : dtype::bf16;
+  const char* kv_env = std::getenv("ITERA_LLM_TIMING_KV");  // the compute type (default) or fp8_e4m3
+  const dtype kv = kv_env ? parse_dtype(kv_env) : compute;
   engine_options opts;
+  opts.compute = compute;
   opts.weights = weights;
   opts.kv = kv;
   opts.batch = batch;
@@ -1222,9 +1226,10 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
     const std::vector<std::int64_t> mid(static_cast<std::size_t>(batch), held + steps / 2);
     const auto work = decode_step_work(c, weights, kv, mid);
     const double gbps = work.bytes_moved() / (ms * 1e-3) / 1e9;
-    std::printf("llama-3.1-8b %s decode, %s KV cache, batch %lld, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, "
-                "%.0f GB/s (%.3g GB moved per step)\n",
-                std::string(dtype_name(weights)).c_str(), std::string(dtype_name(kv)).c_str(),
+    std::printf("llama-3.1-8b %s decode, %s compute, %s KV cache, batch %lld, context ~%lld, %s: %.3f ms/step, "
+                "%.1f tokens/s, %.0f GB/s (%.3g GB moved per step)\n",
+                std::string(dtype_name(weights)).c_str(), std::string(dtype_name(compute)).c_str(),
+                std::string(dtype_name(kv)).c_str(),
                 static_cast<long long>(batch), static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches",
                 ms, 1e3 * static_cast<double>(batch) / ms, gbps, work.bytes_moved() / 1e9);
     EXPECT_GT(ms, 0);
@@ -1259,15 +1264,20 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
 TEST_F(llm_cuda, prefill_timing_llama_3_1_8b_shape) {
   // Not a gate: where a prefill's time goes at the llama-3.1-8b shape, batch 1 (issue 3's target:
   // 2048 tokens at 80% of the bf16 GEMM ceiling). ITERA_LLM_PREFILL_TOKENS sets the prompt (default
-  // 2048), ITERA_LLM_TIMING_WEIGHTS the weights. Prints each stage's device time per pass and, for
-  // the products and the attention, the FLOP/s it reaches.
+  // 2048), ITERA_LLM_TIMING_WEIGHTS the weights, ITERA_LLM_TIMING_COMPUTE the compute type (and the
+  // cache with it). Prints each stage's device time per pass and, for the products and the
+  // attention, the FLOP/s it reaches.
   const model_config c = preset("llama-3.1-8b");
   const char* tokens_env = std::getenv("ITERA_LLM_PREFILL_TOKENS");
   const std::int64_t prompt = tokens_env ? std::max<std::int64_t>(2, std::atoll(tokens_env)) : 2048;
   const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");
   const dtype weights = weights_env ? parse_dtype(weights_env) : dtype::bf16;
+  const char* compute_env = std::getenv("ITERA_LLM_TIMING_COMPUTE");
+  const dtype compute = compute_env ? parse_dtype(compute_env) : dtype::bf16;
   constexpr int passes = 3;
   engine_options opts;
+  opts.compute = compute;
+  opts.kv = compute;
   opts.weights = weights;
   opts.max_context = prompt + 8;
   opts.max_prompt = prompt;
@@ -1302,9 +1312,10 @@ TEST_F(llm_cuda, prefill_timing_llama_3_1_8b_shape) {
     if (leaf == "lm_head") return 2 * hidden * static_cast<double>(c.vocab);
     return 0;
   };
-  std::printf("llama-3.1-8b %s prefill of %lld tokens: %.2f ms per call (host clock, best of %d, ids staged "
-              "and logits read back included)\n",
-              std::string(dtype_name(weights)).c_str(), static_cast<long long>(prompt), best_ms, passes);
+  std::printf("llama-3.1-8b %s prefill of %lld tokens, %s compute: %.2f ms per call (host clock, best of %d, ids "
+              "staged and logits read back included)\n",
+              std::string(dtype_name(weights)).c_str(), static_cast<long long>(prompt),
+              std::string(dtype_name(compute)).c_str(), best_ms, passes);
   std::printf("prefill by stage (%d passes, device time: %s)\n", passes,
               stages.empty() ? "none" : stages.front().device_time_method.c_str());
   std::printf("  %-30s %6s %12s %10s\n", "stage", "calls", "ms/pass", "TFLOP/s");
