@@ -37,7 +37,8 @@ workload_decl declaration() {
        "reports its quality against bf16 compute; the cpu engine computes in fp32 whatever this says",
        {"bf16", "fp16"}, 0, 0},
       {"weights", axis_kind::string, "bf16",
-       "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16",
+       "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16 values (held in "
+       "the compute type on cuda)",
        {"bf16", "fp16", "fp8_e4m3"}, 0, 0},
       {"kv", axis_kind::string, "bf16",
        "KV cache storage; bf16 or fp16: the compute type's (the other is rejected); fp8_e4m3: K and V rounded to e4m3 "
