@@ -1,14 +1,64 @@
 #pragma once
 // Small pieces the kernel files share: the grid of a grid-stride loop, sums and maxima over a
-// warp and over a block, and bf16 and fp8 e4m3 chunks widened to fp32.
+// warp and over a block, the 16-bit compute types' conversions, and bf16, fp16 and fp8 e4m3
+// chunks widened to fp32.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace itera::kernels {
+
+// The 16-bit floating-point types a kernel may compute in (its activations and tensor-core
+// inputs; the template parameter A of the llm kernels): bf16 (8 significant bits, fp32's range)
+// or fp16 (11 significant bits, largest finite value 65504). What differs between the two is in
+// the overloads and templates below, so that each kernel is written once.
+using bf16 = __nv_bfloat16;
+using fp16 = __half;
+
+template <class A>
+inline constexpr bool is_fp16 = std::is_same_v<A, fp16>;
+
+__device__ __forceinline__ float to_float(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(fp16 v) { return __half2float(v); }
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
+
+// v rounded to nearest even in A (fp16: past 65504, infinity).
+template <class A>
+__device__ __forceinline__ A from_float(float v) {
+  if constexpr (is_fp16<A>)
+    return __float2half_rn(v);
+  else
+    return __float2bfloat16_rn(v);
+}
+
+// Two values of A side by side (lo in the low half), as one 32-bit word holds them.
+template <class A>
+using pair_of = std::conditional_t<is_fp16<A>, __half2, __nv_bfloat162>;
+template <class A>
+__device__ __forceinline__ pair_of<A> pair_from_float(float lo, float hi) {
+  if constexpr (is_fp16<A>)
+    return __floats2half2_rn(lo, hi);
+  else
+    return __floats2bfloat162_rn(lo, hi);
+}
+template <class A>
+__device__ __forceinline__ pair_of<A> make_pair(A lo, A hi) {
+  if constexpr (is_fp16<A>)
+    return __halves2half2(lo, hi);
+  else
+    return __halves2bfloat162(lo, hi);
+}
+template <class A>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  const pair_of<A> v = pair_from_float<A>(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
 
 constexpr int block_threads = 256;  // the elementwise kernels' block
 
@@ -56,6 +106,44 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   for (int j = 0; j < 4; ++j) {
     f[2 * j] = __uint_as_float(words[j] << 16);
     f[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+  }
+}
+
+// Eight fp16 (one 16-byte chunk) widened to fp32.
+__device__ __forceinline__ void unpack8_fp16(const uint4& v, float* f) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&words[j]));
+    f[2 * j] = p.x;
+    f[2 * j + 1] = p.y;
+  }
+}
+
+// Eight values of A (one 16-byte chunk) widened to fp32; bf16 through unpack8 above.
+template <class A>
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  if constexpr (is_fp16<A>)
+    unpack8_fp16(v, f);
+  else
+    unpack8(v, f);
+}
+
+// Four values of A (8 bytes) widened to fp32.
+template <class A>
+__device__ __forceinline__ void unpack4(const uint2& v, float* f) {
+  if constexpr (is_fp16<A>) {
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
+    f[0] = a.x;
+    f[1] = a.y;
+    f[2] = b.x;
+    f[3] = b.y;
+  } else {
+    f[0] = __uint_as_float(v.x << 16);
+    f[1] = __uint_as_float(v.x & 0xffff0000u);
+    f[2] = __uint_as_float(v.y << 16);
+    f[3] = __uint_as_float(v.y & 0xffff0000u);
   }
 }
 

@@ -2,7 +2,8 @@
 // Attention on tensor cores in the manner of FlashAttention-2, shared by the llm prefill (causal,
 // K and V from the KV cache: llm_prefill_attention.cu) and the vision encoder (every token sees
 // every token of its image, K and V straight from the qkv GEMM output: vit_kernels.cu). A policy
-// says which rows, keys and output one block takes; the kernel is the same.
+// says which rows, keys and output one block takes, and the element they hold (common.cuh: the
+// compute type A, bf16 or fp16; the vision encoder's is bf16); the kernel is the same.
 //
 // One block of four warps takes a tile of 64 consecutive query rows of one head, each warp 16
 // rows; it walks the keys in tiles of 64 from key 0 to the block's last key.
@@ -10,12 +11,13 @@
 //   K, V     tiles double-buffered in shared memory with cp.async: the next tile is in flight
 //            while this one is computed; rows are 16-byte chunks swizzled by row (mma.cuh:
 //            swizzle), so ldmatrix reads eight rows without bank conflicts
-//   S = QK^T mma.sync m16n8k16 bf16 -> fp32, K fragments by ldmatrix
+//   S = QK^T mma.sync m16n8k16 A -> fp32, K fragments by ldmatrix
 //   softmax  online, base 2, in registers: each thread holds two rows' values, the row max is
 //            taken across the four threads of a quad; the running sum stays per thread until the end
-//   O += PV  P converted to bf16 A fragments straight from the S accumulators, V fragments by
-//            ldmatrix.trans, O in registers (fp32)
-// and at the end O / l is written as bf16. Rows of K and V past the block's last key are
+//   O += PV  P converted to A fragments (of type A) straight from the S accumulators, V fragments
+//            by ldmatrix.trans, O in registers (fp32)
+// and at the end O / l is written as A. Nothing of A's range is at stake: P is below 2^8 (see
+// softmax_tile), O / l is a weighted mean of V rows. Rows of K and V past the block's last key are
 // zero-filled by the copies (a cache there may hold anything, NaN included) and masked.
 //
 // Head dimension D (a multiple of 8) is held in shared memory and registers as DP, D rounded up to
@@ -23,28 +25,29 @@
 // Q K^T, and the output columns they make are not stored. SigLIP's 72 runs as 80.
 //
 // A policy P provides
+//   using element = bf16 or fp16;               // Q, K, V and the output
 //   static constexpr bool causal;
-//   __device__ block_work work() const;      // from blockIdx: this block's rows and key count
-//   __device__ kv_rows kv() const;           // from blockIdx: where its keys and values are
-//   __device__ block_output output() const;  // from blockIdx: where its rows go
+//   __device__ block_work<element> work() const;      // from blockIdx: this block's rows and key count
+//   __device__ kv_rows<element> kv() const;           // from blockIdx: where its keys and values are
+//   __device__ block_output<element> output() const;  // from blockIdx: where its rows go
 // kv() is asked at each tile and output() at the end, so that nothing about them stays in
 // registers through the loop (the compiler recomputes them from the kernel's parameters).
 // Causal: keys after a row's position are masked, and a warp skips key tiles wholly after its
 // rows. Otherwise keys at or past block_work::keys are masked (the last tile of a length that is
 // not a multiple of 64).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "src/kernels/common.cuh"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/mma.cuh"
 
 namespace itera::kernels::flash {
-
-using bf16 = __nv_bfloat16;
 
 constexpr int tile_q = 64, tile_k = 64, warps = 4, warp_rows_per_warp = 16, threads = warps * 32;
 
@@ -62,22 +65,25 @@ struct layout {
 };
 
 // What one block computes. Row i of the block's queries is q + i * q_stride (D wide).
+template <class A>
 struct block_work {
-  const bf16* q = nullptr;
+  const A* q = nullptr;
   std::int64_t q_stride = 0;
   int rows = 0;                // query rows in this block (1..64)
   std::int64_t keys = 0;       // keys [0, keys) are read
   std::int64_t first_pos = 0;  // causal: the position of the block's first row (its keys are <= it)
 };
 // Key j's K and V rows are k + j * stride and v + j * stride.
+template <class A>
 struct kv_rows {
-  const bf16* k = nullptr;
-  const bf16* v = nullptr;
+  const A* k = nullptr;
+  const A* v = nullptr;
   std::int64_t stride = 0;
 };
 // Output row i of the block is out + i * stride.
+template <class A>
 struct block_output {
-  bf16* out = nullptr;
+  A* out = nullptr;
   std::int64_t stride = 0;
 };
 
@@ -157,7 +163,7 @@ __device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_
   }
   // The reference max moves only when some row of the warp would exceed it by more than
   // rescale_threshold (log2 units): otherwise the probabilities stay below 2^threshold = 256 (safe
-  // in fp32 and bf16, and exact after the final division by l), O needs no rescale and the warp
+  // in fp32, bf16 and fp16, and exact after the final division by l), O needs no rescale and the warp
   // skips its O x 1 multiplies (FlashAttention-4's conditional rescaling). Every row's first tile
   // holds key 0, which no row masks, so the reference is finite from then on.
   constexpr float rescale_threshold = 8.0f;
@@ -191,18 +197,19 @@ __device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[til
   if (softmax_tile<Masking, DP>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi)) scale_rows(st.o, a_lo, a_hi);
 }
 
-// P's A fragment (bf16) for keys 16 kk .. 16 kk + 15, straight from the softmax's registers.
+// P's A fragment (of type A) for keys 16 kk .. 16 kk + 15, straight from the softmax's registers.
+template <class A>
 __device__ __forceinline__ void p_fragment(const float (&s)[tile_k / 8][4], int kk, unsigned (&pa)[4]) {
-  pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-  pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-  pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-  pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  pa[0] = pack2<A>(s[2 * kk][0], s[2 * kk][1]);
+  pa[1] = pack2<A>(s[2 * kk][2], s[2 * kk][3]);
+  pa[2] = pack2<A>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  pa[3] = pack2<A>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
 // One tile of 64 keys (k0 ..) against the warp's 16 rows: S = Q K^T on tensor cores, the online
 // softmax, O += P V. Only the first `groups` 16-key groups of the tile are computed (the rest hold
 // no key).
-template <int DP, class Allowed>
+template <class A, int DP, class Allowed>
 __device__ __forceinline__ void attend_tile(warp_rows<DP>& st, const unsigned (&qf)[DP / 16][4], const unsigned char* kt,
                                             const unsigned char* vt, int k0, int groups, bool masking,
                                             const Allowed& allowed, float scale_log2, int lane) {
@@ -219,8 +226,8 @@ __device__ __forceinline__ void attend_tile(warp_rows<DP>& st, const unsigned (&
       unsigned kb[4];
       const int r = np * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
       ldmatrix_x4(smem_addr(kt + swizzle<DP>(r, c)), kb);
-      mma_bf16(s[2 * np], qf[kk], kb[0], kb[1]);
-      mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+      mma_m16n8k16<A>(s[2 * np], qf[kk], kb[0], kb[1]);
+      mma_m16n8k16<A>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
     }
   }
   if (masking) online_softmax<true, DP>(st, s, k0, allowed, scale_log2, lane);
@@ -230,22 +237,22 @@ __device__ __forceinline__ void attend_tile(warp_rows<DP>& st, const unsigned (&
   for (int kk = 0; kk < tile_k / 16; ++kk) {
     if (kk >= groups) continue;
     unsigned pa[4];
-    p_fragment(s, kk, pa);
+    p_fragment<A>(s, kk, pa);
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       unsigned vb[4];
       const int r = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
       ldmatrix_x4_trans(smem_addr(vt + swizzle<DP>(r, c)), vb);
-      mma_bf16(st.o[2 * np], pa, vb[0], vb[1]);
-      mma_bf16(st.o[2 * np + 1], pa, vb[2], vb[3]);
+      mma_m16n8k16<A>(st.o[2 * np], pa, vb[0], vb[1]);
+      mma_m16n8k16<A>(st.o[2 * np + 1], pa, vb[2], vb[3]);
     }
   }
 }
 
-// Row sums across the quad, then O / l as bf16 pairs into rows first .. first + 15 of `out` (row
+// Row sums across the quad, then O / l as pairs of A into rows first .. first + 15 of `out` (row
 // stride `stride`), rows at or past `rows` left alone, the padding columns (D .. DP) not stored.
-template <int D, int DP>
-__device__ __forceinline__ void store_rows(warp_rows<DP>& st, bf16* out, std::int64_t stride, int first, int rows,
+template <int D, int DP, class A>
+__device__ __forceinline__ void store_rows(warp_rows<DP>& st, A* out, std::int64_t stride, int first, int rows,
                                            int lane) {
 #pragma unroll
   for (int off = 1; off <= 2; off <<= 1) {
@@ -254,16 +261,16 @@ __device__ __forceinline__ void store_rows(warp_rows<DP>& st, bf16* out, std::in
   }
   const int g = lane / 4, t4 = lane % 4;
   const int r_lo = first + g, r_hi = r_lo + 8;
-  bf16* base = out + 2 * t4;
+  A* base = out + 2 * t4;
 #pragma unroll
   for (int n = 0; n < DP / 8; ++n) {
     if (n * 8 >= D) continue;
     if (r_lo < rows)
-      *reinterpret_cast<__nv_bfloat162*>(base + r_lo * stride + n * 8) =
-          __floats2bfloat162_rn(st.o[n][0] / st.l_lo, st.o[n][1] / st.l_lo);
+      *reinterpret_cast<pair_of<A>*>(base + r_lo * stride + n * 8) =
+          pair_from_float<A>(st.o[n][0] / st.l_lo, st.o[n][1] / st.l_lo);
     if (r_hi < rows)
-      *reinterpret_cast<__nv_bfloat162*>(base + r_hi * stride + n * 8) =
-          __floats2bfloat162_rn(st.o[n][2] / st.l_hi, st.o[n][3] / st.l_hi);
+      *reinterpret_cast<pair_of<A>*>(base + r_hi * stride + n * 8) =
+          pair_from_float<A>(st.o[n][2] / st.l_hi, st.o[n][3] / st.l_hi);
   }
 }
 
@@ -274,7 +281,8 @@ __device__ __forceinline__ void store_rows(warp_rows<DP>& st, bf16* out, std::in
 template <bool Causal>
 struct key_mask {
   int pos_lo, pos_hi, diag_from, keys;
-  __device__ key_mask(const block_work& w, int my_first, int g)
+  template <class A>
+  __device__ key_mask(const block_work<A>& w, int my_first, int g)
       : pos_lo(static_cast<int>(w.first_pos) + my_first + g),
         pos_hi(pos_lo + 8),
         diag_from(static_cast<int>(w.first_pos) + my_first - tile_k + 1),
@@ -295,13 +303,14 @@ __global__ void __launch_bounds__(threads, min_blocks(DP))
     attention_kernel(const Policy policy, float scale_log2) {
   static_assert(D % 8 == 0 && DP % 16 == 0 && D <= DP && DP - D < 16, "head dimension padding");
   using L = layout<DP>;
+  using A = typename Policy::element;
   extern __shared__ __align__(128) unsigned char smem[];
   grid_dependents_launch();
   grid_dependency_wait();
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4;  // mma fragment row (and row + 8)
-  const block_work w = policy.work();
+  const block_work<A> w = policy.work();
   const int rows = w.rows;
 
   unsigned char* sq = smem + L::q;
@@ -309,7 +318,7 @@ __global__ void __launch_bounds__(threads, min_blocks(DP))
   const auto v_buf = [&](int b) { return smem + L::v + b * L::tile; };
   const auto issue_kv = [&](std::int64_t k0, int b) {
     const int valid = static_cast<int>(min(static_cast<std::int64_t>(tile_k), w.keys - k0));
-    const kv_rows kv = policy.kv();
+    const kv_rows<A> kv = policy.kv();
     load_tile_padded<D, DP, threads>(k_buf(b), kv.k + k0 * kv.stride, kv.stride, tile_k, valid);
     load_tile_padded<D, DP, threads>(v_buf(b), kv.v + k0 * kv.stride, kv.stride, tile_k, valid);
   };
@@ -344,11 +353,11 @@ __global__ void __launch_bounds__(threads, min_blocks(DP))
     // 16-key groups of the tile that hold keys: the rest (past the last key: zero-filled, masked)
     // is skipped in both products. T = 257 leaves one key in the last tile.
     const int groups = (min(tile_k, keys - k0) + 15) / 16;
-    attend_tile<DP>(st, qf, k_buf(b), v_buf(b), k0, groups, allowed.tile_needs_mask(k0), allowed, scale_log2, lane);
+    attend_tile<A, DP>(st, qf, k_buf(b), v_buf(b), k0, groups, allowed.tile_needs_mask(k0), allowed, scale_log2, lane);
   }
   cp_async_wait<0>();
   if (!warp_active) return;
-  const block_output dst = policy.output();
+  const block_output<A> dst = policy.output();
   store_rows<D, DP>(st, dst.out, dst.stride, my_first, rows, lane);
 }
 

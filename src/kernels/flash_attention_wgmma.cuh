@@ -13,16 +13,18 @@
 // tile of 64 keys:
 //   S = Q K^T   D / 16 wgmma m64n64k16, Q and K read from shared memory by descriptor
 //   softmax     softmax_tile of flash_attention.cuh on the accumulators (the same layout)
-//   O += P V    4 wgmma m64nDk16, P from registers (bf16 A fragments), V from shared memory,
+//   O += P V    4 wgmma m64nDk16, P from registers (A fragments), V from shared memory,
 //               transposed by the instruction (N-major)
 // The scores of tile j + 1 and P V of tile j are issued together, and the softmax of tile j + 1
 // runs while P V does (the order of FlashAttention-3, within one warpgroup). K and V go through three
 // cp.async buffers (tile j + 2 loads meanwhile); each thread fences its copies into the async
 // proxy before the barrier that hands a tile to wgmma. Tiles use the 128-byte swizzle
-// layout of wgmma.cuh (rows of 64 bf16; a 128-wide head is two such tiles side by side).
+// layout of wgmma.cuh (rows of 64 16-bit elements; a 128-wide head is two such tiles side by side).
+// The policy's element (bf16 or fp16) picks the instructions' input type; nothing else changes.
 // Every warp of the warpgroup computes every key tile of the block (wgmma is warpgroup-wide): on a
 // causal diagonal tile the warps whose rows end before the tile's keys compute masked scores.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -37,25 +39,25 @@ namespace itera::kernels::flash {
 
 namespace sm90 {
 
-// Byte offset of 16-byte chunk c of row r in a tile of `rows` rows x D bf16 in the 128-byte swizzle
+// Byte offset of 16-byte chunk c of row r in a tile of `rows` rows x D 16-bit elements in the 128-byte swizzle
 // layout: 64-column halves one after the other, each [rows][64] with chunk (c % 8) ^ (r % 8).
 template <int D>
 __device__ __forceinline__ unsigned offset(int rows, int r, int c) {
   return static_cast<unsigned>((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16));
 }
 
-// `count` rows (a multiple of threads / (D / 8)) of D bf16 from src (row stride `stride`) into
-// such a tile, rows at or past `valid` zero-filled. Each thread keeps one 16-byte column chunk and
+// `count` rows (a multiple of threads / (D / 8)) of D 16-bit elements E from src (row stride
+// `stride`) into such a tile, rows at or past `valid` zero-filled. Each thread keeps one 16-byte column chunk and
 // takes every (threads / chunks)-th row, so its shared-memory offsets step by a constant; a whole
 // tile (valid >= count, every tile but a sequence's last) is copied without the per-row test.
-template <int D>
-__device__ __forceinline__ void load_tile(unsigned char* dst, const bf16* src, std::int64_t stride, int count, int valid) {
+template <int D, class E>
+__device__ __forceinline__ void load_tile(unsigned char* dst, const E* src, std::int64_t stride, int count, int valid) {
   constexpr int chunks = D / 8, rows_per_pass = threads / chunks;
   static_assert(threads % chunks == 0 && rows_per_pass % 8 == 0, "rows of one pass cover whole swizzle groups");
   const int c = static_cast<int>(threadIdx.x) % chunks, r0 = static_cast<int>(threadIdx.x) / chunks;
   // r % 8 is r0 % 8 on every pass: the swizzled chunk stays, the row moves by rows_per_pass.
   const unsigned base = smem_addr(dst) + offset<D>(count, r0, c);
-  const bf16* from = src + r0 * stride + c * 8;
+  const E* from = src + r0 * stride + c * 8;
   const std::int64_t pass_stride = rows_per_pass * stride;
   if (valid >= count) {
     for (int p = 0; p < count / rows_per_pass; ++p)
@@ -81,21 +83,21 @@ struct layout {
 };
 
 // Q K^T of one key tile: s = Q [64][D] x K [64][D]^T, both tiles in the swizzle layout.
-template <int D>
+template <class A, int D>
 __device__ __forceinline__ void scores(float (&s)[tile_k / 8][4], unsigned q, unsigned k) {
   constexpr unsigned half = tile_q * 128;  // bytes of a [64][64] half (tile_q == tile_k)
   const std::uint64_t dq = wgmma::descriptor(q, 16, 1024), dk = wgmma::descriptor(k, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const unsigned step = static_cast<unsigned>(kk / 4) * half + static_cast<unsigned>(kk % 4) * 32;
-    wgmma::mma_64x64_ss(s, wgmma::advance(dq, step), wgmma::advance(dk, step), kk > 0);
+    wgmma::mma_64x64_ss<A>(s, wgmma::advance(dq, step), wgmma::advance(dk, step), kk > 0);
   }
 }
 
-// O += P V over the first `groups` 16-key steps of the tile: P's bf16 A fragments (p_fragment, all
+// O += P V over the first `groups` 16-key steps of the tile: P's A fragments (p_fragment, all
 // made before the wgmma fence, so that no register the instructions read changes between them),
 // V [64][D].
-template <int D>
+template <class A, int D>
 __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned (&pa)[tile_k / 16][4], unsigned v,
                                            int groups) {
   constexpr unsigned half = tile_k * 128;  // LBO: the second 64 columns of V
@@ -104,8 +106,8 @@ __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned 
   for (int kk = 0; kk < tile_k / 16; ++kk) {
     if (kk >= groups) break;  // uniform over the warpgroup
     const std::uint64_t desc = wgmma::advance(dv, static_cast<unsigned>(kk) * 16 * 128);
-    if constexpr (D == 128) wgmma::mma_64x128_rs(o, pa[kk], desc);
-    else wgmma::mma_64x64_rs(o, pa[kk], desc);
+    if constexpr (D == 128) wgmma::mma_64x128_rs<A>(o, pa[kk], desc);
+    else wgmma::mma_64x64_rs<A>(o, pa[kk], desc);
   }
 }
 
@@ -115,19 +117,20 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   static_assert(threads == 128 && tile_q == 64 && tile_k == 64 && warp_rows_per_warp == 16, "one warpgroup, 64 rows");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = layout<D>;
+  using A = typename Policy::element;
   extern __shared__ __align__(1024) unsigned char smem[];
   grid_dependents_launch();
   grid_dependency_wait();
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4;
-  const block_work w = policy.work();
+  const block_work<A> w = policy.work();
   const int rows = w.rows;
 
   unsigned char* sq = smem + L::q;
   const auto k_buf = [&](int b) { return smem + L::k + b * L::tile; };
   const auto v_buf = [&](int b) { return smem + L::v + b * L::tile; };
-  const kv_rows kv = policy.kv();  // kept in registers: this kernel has room (the mma.sync one has not)
+  const kv_rows<A> kv = policy.kv();  // kept in registers: this kernel has room (the mma.sync one has not)
   const auto issue_kv = [&](std::int64_t k0, int b) {
     const int valid = static_cast<int>(min(static_cast<std::int64_t>(tile_k), w.keys - k0));
     load_tile<D>(k_buf(b), kv.k + k0 * kv.stride, kv.stride, tile_k, valid);
@@ -156,7 +159,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   cp_async_wait<1>();
   wgmma::fence_proxy_async();
   __syncthreads();
-  // The softmax of tile t: P (fp32) in s, O's rescale factor into a_lo, a_hi. P becomes the bf16 A
+  // The softmax of tile t: P (fp32) in s, O's rescale factor into a_lo, a_hi. P becomes the A
   // fragments (pa) only once the P V before it is done: that one reads pa while it runs.
   float s[tile_k / 8][4];
   unsigned pa[tile_k / 16][4];
@@ -169,10 +172,10 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   };
   const auto pack = [&] {
 #pragma unroll
-    for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment(s, kk, pa[kk]);
+    for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment<A>(s, kk, pa[kk]);
   };
   wgmma::fence();
-  scores<D>(s, q_addr, smem_addr(k_buf(0)));
+  scores<A, D>(s, q_addr, smem_addr(k_buf(0)));
   wgmma::commit();
   wgmma::wait<0>();
   wgmma::fence_operands(s);
@@ -193,7 +196,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
     const int groups = (min(tile_k, keys - static_cast<int>(j) * tile_k) + 15) / 16;
     wgmma::fence_operands(st.o);
     wgmma::fence();
-    accumulate<D>(st.o, pa, smem_addr(v_buf(buffer(j))), groups);
+    accumulate<A, D>(st.o, pa, smem_addr(v_buf(buffer(j))), groups);
     wgmma::commit();
   };
   for (std::int64_t j = 0; j + 1 < tiles; ++j) {
@@ -204,7 +207,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
     cp_async_commit();
     wgmma::fence_operands(s);
     wgmma::fence();
-    scores<D>(s, q_addr, smem_addr(k_buf(buffer(j + 1))));
+    scores<A, D>(s, q_addr, smem_addr(k_buf(buffer(j + 1))));
     wgmma::commit();
     add_pv(j);
     wgmma::wait<1>();  // the scores of tile j + 1
@@ -220,7 +223,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   wgmma::fence_operands(st.o);
   cp_async_wait<0>();
   if (my_first >= rows) return;
-  const block_output dst = policy.output();
+  const block_output<A> dst = policy.output();
   store_rows<D, D>(st, dst.out, dst.stride, my_first, rows, lane);
 #else
   (void)policy;

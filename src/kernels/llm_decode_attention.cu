@@ -17,13 +17,15 @@
 // through distributed shared memory, each block writing a share of the outputs. Merges run in a
 // fixed order, so the result for a given shape and split does not change from run to run.
 //
-// Both kernels take the cache's element C: bf16, or fp8 e4m3 codes (llm_kernels.cuh: scale 1).
-// An fp8 tile is copied as codes (half the bytes of a bf16 one) and widened in shared memory: the
-// CUDA-core kernel widens each load to fp32 in registers (16 codes per 16-byte load where bf16
-// gives 8), the tensor-core kernel has each warp widen its 16 keys of K and V into a bf16 tile
-// that the bf16 path's ldmatrix and mma then read (e4m3 values are exact in bf16).
+// Both kernels take the activations' type A (q and the output: bf16 or fp16) and the cache's
+// element C: A itself, or fp8 e4m3 codes (llm_kernels.cuh: scale 1). An fp8 tile is copied as
+// codes (half the bytes of a 16-bit one) and widened in shared memory: the CUDA-core kernel widens
+// each load to fp32 in registers (16 codes per 16-byte load where 16-bit values give 8), the
+// tensor-core kernel has each warp widen its 16 keys of K and V into a tile of A that the 16-bit
+// path's ldmatrix and mma then read (e4m3 values are exact in bf16 and in fp16).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -72,9 +74,9 @@ struct decode_layout {
 };
 
 
-// N consecutive cache elements C from shared memory (aligned to the read), widened to fp32. bf16:
-// 4 (8 bytes) or a multiple of 8 (16-byte chunks); fp8: 4 (4 bytes), 8 (8 bytes) or a multiple of
-// 16 (16-byte chunks).
+// N consecutive cache elements C from shared memory (aligned to the read), widened to fp32. bf16
+// and fp16: 4 (8 bytes) or a multiple of 8 (16-byte chunks); fp8: 4 (4 bytes), 8 (8 bytes) or a
+// multiple of 16 (16-byte chunks).
 template <class C, int N>
 __device__ __forceinline__ void widen_smem(const C* p, float* f) {
   if constexpr (std::is_same_v<C, bf16>) {
@@ -88,6 +90,15 @@ __device__ __forceinline__ void widen_smem(const C* p, float* f) {
       static_assert(N % 8 == 0, "bf16: 4 or a multiple of 8 values");
 #pragma unroll
       for (int i = 0; i < N; i += 8) unpack8(*reinterpret_cast<const uint4*>(p + i), f + i);
+    }
+  } else if constexpr (std::is_same_v<C, fp16>) {
+    if constexpr (N == 4) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p);
+      unpack4<fp16>(raw, f);
+    } else {
+      static_assert(N % 8 == 0, "fp16: 4 or a multiple of 8 values");
+#pragma unroll
+      for (int i = 0; i < N; i += 8) unpack8_fp16(*reinterpret_cast<const uint4*>(p + i), f + i);
     }
   } else {
     if constexpr (N == 4) {
@@ -104,17 +115,17 @@ __device__ __forceinline__ void widen_smem(const C* p, float* f) {
   }
 }
 
-template <int HD, int MG, class C>
+template <class A, int HD, int MG, class C>
 __global__ void __launch_bounds__(decode_threads)
-    decode_attention_kernel(const bf16* __restrict__ qkv, const void* __restrict__ k_cache,
+    decode_attention_kernel(const A* __restrict__ qkv, const void* __restrict__ k_cache,
                             const void* __restrict__ v_cache, const std::int32_t* __restrict__ start,
-                            attention_shape s, float scale_log2, bf16* __restrict__ out) {
+                            attention_shape s, float scale_log2, A* __restrict__ out) {
   using L = decode_layout<HD, MG, C>;
   constexpr int HALF = HD / 2, E = static_cast<int>(sizeof(C));
   // P V: each lane owns DPL consecutive dims of a V row; LPR lanes cover a row, KS key subsets.
   constexpr int DPL = HD >= 128 ? HD / 32 : 4, LPR = HD / DPL, KS = 32 / LPR;
-  // Scores: key values widened per load, a 16-byte chunk where the half-head holds one (8 bf16,
-  // 16 fp8), else 8 fp8 (head_dim 16). The bf16 statements are the ones before fp8 caches came,
+  // Scores: key values widened per load, a 16-byte chunk where the half-head holds one (8 16-bit
+  // values, 16 fp8), else 8 fp8 (head_dim 16). The bf16 statements are the ones before fp8 caches came,
   // written out: the same code (a loop over the chunk's quarters was compiled with other registers).
   constexpr int KC = E == 1 && HALF >= 16 ? 16 : 8;
   static_assert(HD % 16 == 0 && HD >= 16 && HD <= 256, "head_dim 16..256, a multiple of 16");
@@ -167,8 +178,7 @@ __global__ void __launch_bounds__(decode_threads)
   // tiles are in flight).
   for (int i = static_cast<int>(threadIdx.x); i < group * HD; i += decode_threads) {
     const int g = i / HD, d = i % HD;
-    q_s[(g * 2 + d / HALF) * L::q_half + d % HALF] =
-        __bfloat162float(qkv[t * width + (kvh * group + g) * HD + d]);
+    q_s[(g * 2 + d / HALF) * L::q_half + d % HALF] = to_float(qkv[t * width + (kvh * group + g) * HD + d]);
   }
   __syncthreads();  // q_s written
 
@@ -316,7 +326,7 @@ __global__ void __launch_bounds__(decode_threads)
     for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += decode_threads) {
       const int g = idx / HD, d = idx % HD;
       const float* st = merged + g * (HD + 2);
-      out[t * q_dim + (kvh * group + g) * HD + d] = __float2bfloat16_rn(st[d] / st[HD + 1]);
+      out[t * q_dim + (kvh * group + g) * HD + d] = from_float<A>(st[d] / st[HD + 1]);
     }
     return;
   }
@@ -353,7 +363,7 @@ __global__ void __launch_bounds__(decode_threads)
         den = fmaf(w, lb[b], den);
       }
     }
-    out[t * q_dim + (kvh * group + g) * HD + d] = __float2bfloat16_rn(num / den);
+    out[t * q_dim + (kvh * group + g) * HD + d] = from_float<A>(num / den);
   }
   cluster.sync();  // keep every block's shared memory alive until the others have read it
 #else
@@ -370,7 +380,7 @@ __global__ void __launch_bounds__(decode_threads)
 // through a ring of wide_stages shared-memory buffers (cp.async, swizzled as in the prefill
 // kernel), so two tiles are in flight while one is computed; warp w takes keys 16w .. 16w + 15 of
 // each tile with its own online softmax, and the warps' states are merged in shared memory at
-// the end. P is rounded to bf16 for the P V product, as in the prefill kernel.
+// the end. P is rounded to A for the P V product, as in the prefill kernel.
 //
 // Sized so that the blocks of a batch-64 llama-3.1-8b step (512) fit the H200 in one wave: with
 // four warps and two buffers (80 KB, three blocks per SM) the second wave ran a quarter full and
@@ -379,19 +389,19 @@ constexpr int wide_warps = 2, wide_stages = 3, wide_tile = 16 * wide_warps;
 
 //
 // An fp8 cache: the ring holds the tiles as codes, row-major (half the bytes), and each warp widens
-// its 16 keys of K and V into a bf16 tile of its own (swizzled as the ring's bf16 tiles are), from
-// which the bf16 path's fragments are read: per tile, one pass over the warp's codes in shared
+// its 16 keys of K and V into a tile of A of its own (swizzled as the ring's 16-bit tiles are),
+// from which the 16-bit path's fragments are read: per tile, one pass over the warp's codes in shared
 // memory (an 8-byte read, a 16-byte write per lane and step, without bank conflicts) and no
 // barrier beyond the warp's.
 template <int HD, class C>
 struct wide_layout {
   static constexpr bool fp8 = sizeof(C) == 1;
   static constexpr std::size_t tile = static_cast<std::size_t>(wide_tile) * HD * sizeof(C);  // as stored
-  static constexpr std::size_t bf16_tile = static_cast<std::size_t>(wide_tile) * HD * 2;
-  static constexpr std::size_t q = 0;                           // bf16 [16][HD], swizzled
+  static constexpr std::size_t widened_tile = static_cast<std::size_t>(wide_tile) * HD * 2;
+  static constexpr std::size_t q = 0;                           // 16-bit [16][HD], swizzled
   static constexpr std::size_t ring = q + 16 * HD * 2;          // per stage: K tile, then V tile
-  static constexpr std::size_t widened = ring + wide_stages * 2 * tile;  // fp8: K then V, bf16 [32][HD]
-  static constexpr std::size_t bytes = widened + (fp8 ? 2 * bf16_tile : 0);
+  static constexpr std::size_t widened = ring + wide_stages * 2 * tile;  // fp8: K then V, 16-bit [32][HD]
+  static constexpr std::size_t bytes = widened + (fp8 ? 2 * widened_tile : 0);
   // After the loop, over the ring: per warp O [16][HD] fp32, then m and l [16] each.
   static constexpr std::size_t states = static_cast<std::size_t>(wide_warps) * 16 * (HD + 2) * 4;
   static_assert(states <= bytes - ring, "the warps' states must fit over the ring");
@@ -409,12 +419,12 @@ __device__ __forceinline__ void load_fp8_rows(unsigned char* dst, const fp8_code
   }
 }
 
-// Rows first .. first + 15 of a row-major fp8 tile widened into the same rows of a swizzled bf16
-// [rows][HD] tile (mma.cuh: swizzle), by one warp: each lane takes 8 codes and writes their
-// 16-byte bf16 chunk.
-template <int HD>
+// Rows first .. first + 15 of a row-major fp8 tile widened into the same rows of a swizzled
+// [rows][HD] tile of A (mma.cuh: swizzle), by one warp: each lane takes 8 codes and writes their
+// 16-byte chunk of A.
+template <class A, int HD>
 __device__ __forceinline__ void widen_fp8_rows(const unsigned char* src, unsigned char* dst, int first, int lane) {
-  constexpr int chunks = HD / 8;  // bf16 chunks per row
+  constexpr int chunks = HD / 8;  // 16-bit chunks per row
 #pragma unroll
   for (int i = lane; i < 16 * chunks; i += 32) {
     const int r = first + i / chunks, c = i % chunks;
@@ -423,15 +433,15 @@ __device__ __forceinline__ void widen_fp8_rows(const unsigned char* src, unsigne
     unpack4_fp8(raw.x, f);
     unpack4_fp8(raw.y, f + 4);
     *reinterpret_cast<uint4*>(dst + swizzle<HD>(r, c)) =
-        make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
+        make_uint4(pack2<A>(f[0], f[1]), pack2<A>(f[2], f[3]), pack2<A>(f[4], f[5]), pack2<A>(f[6], f[7]));
   }
 }
 
-template <int HD, class C>
+template <class A, int HD, class C>
 __global__ void __launch_bounds__(wide_warps * 32)
-    decode_attention_wide_kernel(const bf16* __restrict__ qkv, const void* __restrict__ k_cache,
+    decode_attention_wide_kernel(const A* __restrict__ qkv, const void* __restrict__ k_cache,
                                  const void* __restrict__ v_cache, const std::int32_t* __restrict__ start,
-                                 attention_shape s, float scale_log2, bf16* __restrict__ out) {
+                                 attention_shape s, float scale_log2, A* __restrict__ out) {
   using L = wide_layout<HD, C>;
   constexpr int KS = HD / 16, NT = HD / 8, threads = wide_warps * 32;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -491,8 +501,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
     // The tiles the fragments are read from: the ring's, or (fp8) this warp's rows widened.
     const unsigned char* kt = k_buf(j % wide_stages);
     if constexpr (L::fp8) {
-      widen_fp8_rows<HD>(kt, smem + L::widened, warp * 16, lane);
-      widen_fp8_rows<HD>(v_buf(j % wide_stages), smem + L::widened + L::bf16_tile, warp * 16, lane);
+      widen_fp8_rows<A, HD>(kt, smem + L::widened, warp * 16, lane);
+      widen_fp8_rows<A, HD>(v_buf(j % wide_stages), smem + L::widened + L::widened_tile, warp * 16, lane);
       __syncwarp();  // the warp's rows widened before its lanes read them
       kt = smem + L::widened;
     }
@@ -502,8 +512,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
       unsigned kf[4];
       const int r = warp * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
       ldmatrix_x4(smem_addr(kt + swizzle<HD>(r, c)), kf);
-      mma_bf16(sc[0], qf[kk], kf[0], kf[1]);
-      mma_bf16(sc[1], qf[kk], kf[2], kf[3]);
+      mma_m16n8k16<A>(sc[0], qf[kk], kf[0], kf[1]);
+      mma_m16n8k16<A>(sc[1], qf[kk], kf[2], kf[3]);
     }
     float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
 #pragma unroll
@@ -539,16 +549,16 @@ __global__ void __launch_bounds__(wide_warps * 32)
       l_lo += sc[n][0] + sc[n][1];
       l_hi += sc[n][2] + sc[n][3];
     }
-    const unsigned pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]), pack_bf16(sc[1][0], sc[1][1]),
-                            pack_bf16(sc[1][2], sc[1][3])};
-    const unsigned char* vt = L::fp8 ? smem + L::widened + L::bf16_tile : v_buf(j % wide_stages);
+    const unsigned pa[4] = {pack2<A>(sc[0][0], sc[0][1]), pack2<A>(sc[0][2], sc[0][3]), pack2<A>(sc[1][0], sc[1][1]),
+                            pack2<A>(sc[1][2], sc[1][3])};
+    const unsigned char* vt = L::fp8 ? smem + L::widened + L::widened_tile : v_buf(j % wide_stages);
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       unsigned vf[4];
       const int r = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
       ldmatrix_x4_trans(smem_addr(vt + swizzle<HD>(r, c)), vf);
-      mma_bf16(o[2 * np], pa, vf[0], vf[1]);
-      mma_bf16(o[2 * np + 1], pa, vf[2], vf[3]);
+      mma_m16n8k16<A>(o[2 * np], pa, vf[0], vf[1]);
+      mma_m16n8k16<A>(o[2 * np + 1], pa, vf[2], vf[3]);
     }
   }
   cp_async_wait<0>();
@@ -588,45 +598,52 @@ __global__ void __launch_bounds__(wide_warps * 32)
       num = fmaf(wgt, row[d], num);
       den = fmaf(wgt, row[HD + 1], den);
     }
-    out[t * q_dim + (kvh * group + r) * HD + d] = __float2bfloat16_rn(num / den);
+    out[t * q_dim + (kvh * group + r) * HD + d] = from_float<A>(num / den);
   }
 }
 
-using decode_fn = void (*)(const bf16*, const void*, const void*, const std::int32_t*, attention_shape, float, bf16*);
+template <class A>
+using decode_fn = void (*)(const A*, const void*, const void*, const std::int32_t*, attention_shape, float, A*);
 
+template <class A>
 struct decode_choice {
-  decode_fn fn = nullptr;
+  decode_fn<A> fn = nullptr;
   std::size_t shared_bytes = 0;
   int threads = decode_threads;
 };
 
-template <int HD, class C>
-decode_choice choose_group(std::int64_t group) {
-  if (group <= 4) return {decode_attention_kernel<HD, 4, C>, decode_layout<HD, 4, C>::bytes};
-  return {decode_attention_kernel<HD, 8, C>, decode_layout<HD, 8, C>::bytes};
+template <class A, int HD, class C>
+decode_choice<A> choose_group(std::int64_t group) {
+  if (group <= 4) return {decode_attention_kernel<A, HD, 4, C>, decode_layout<HD, 4, C>::bytes};
+  return {decode_attention_kernel<A, HD, 8, C>, decode_layout<HD, 8, C>::bytes};
 }
 
-// The kernel for the cache's element C. wide: the launch has one block per (row, kv head) (no
-// split): the tensor-core kernel, for head dims 64 and 128 on sm_80 and later.
-template <class C>
-decode_choice decode_kernel_for(const attention_shape& s, bool wide) {
+// The kernel for activations A and the cache's element C. wide: the launch has one block per
+// (row, kv head) (no split): the tensor-core kernel, for head dims 64 and 128 on sm_80 and later.
+template <class A, class C>
+decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide) {
   if (s.rows_per_seq != 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > 8) return {};
   const std::int64_t group = s.heads / s.kv_heads;
-  if (wide && s.head_dim == 64) return {decode_attention_wide_kernel<64, C>, wide_layout<64, C>::bytes, wide_warps * 32};
+  if (wide && s.head_dim == 64)
+    return {decode_attention_wide_kernel<A, 64, C>, wide_layout<64, C>::bytes, wide_warps * 32};
   if (wide && s.head_dim == 128)
-    return {decode_attention_wide_kernel<128, C>, wide_layout<128, C>::bytes, wide_warps * 32};
+    return {decode_attention_wide_kernel<A, 128, C>, wide_layout<128, C>::bytes, wide_warps * 32};
   switch (s.head_dim) {
-    case 16: return choose_group<16, C>(group);
-    case 32: return choose_group<32, C>(group);
-    case 64: return choose_group<64, C>(group);
-    case 128: return choose_group<128, C>(group);
-    case 256: return choose_group<256, C>(group);
+    case 16: return choose_group<A, 16, C>(group);
+    case 32: return choose_group<A, 32, C>(group);
+    case 64: return choose_group<A, 64, C>(group);
+    case 128: return choose_group<A, 128, C>(group);
+    case 256: return choose_group<A, 256, C>(group);
     default: return {};
   }
 }
 
-decode_choice decode_kernel_for(const attention_shape& s, bool wide = false) {
-  return s.kv == kv_storage::fp8_e4m3 ? decode_kernel_for<fp8_code>(s, wide) : decode_kernel_for<bf16>(s, wide);
+// None for a 16-bit cache of the other type than A.
+template <class A>
+decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide = false) {
+  if (s.kv == kv_storage::fp8_e4m3) return decode_kernel_for<A, fp8_code>(s, wide);
+  if (s.kv == (is_fp16<A> ? kv_storage::fp16 : kv_storage::bf16)) return decode_kernel_for<A, A>(s, wide);
+  return {};
 }
 
 }  // namespace
@@ -649,24 +666,30 @@ bool wide_decode_off() {
 }
 }  // namespace
 
-bool decode_attention_supported(const attention_shape& s) { return decode_kernel_for(s).fn != nullptr; }
+// The shape alone decides, for activations of the cache's 16-bit type (either with an fp8 cache).
+bool decode_attention_supported(const attention_shape& s) {
+  return s.kv == kv_storage::fp16 ? decode_kernel_for<fp16>(s).fn != nullptr : decode_kernel_for<bf16>(s).fn != nullptr;
+}
 
+template <class A>
 void prepare_decode_attention(const attention_shape& s) {
   for (const bool wide : {false, true})
-    if (const decode_choice d = decode_kernel_for(s, wide); d.fn && d.shared_bytes > 48 * 1024)
+    if (const decode_choice<A> d = decode_kernel_for<A>(s, wide); d.fn && d.shared_bytes > 48 * 1024)
       ITERA_CUDA_CHECK(
           cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.shared_bytes)));
 }
 
-bool decode_attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
-                      std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream) {
+template <class A>
+bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
+                      std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
   // The tensor-core kernel, unsplit, once there is a (row, kv head) pair per SM (measured on the
   // H200 at batch 32, 256 pairs: the CUDA-core kernel split in two took 1.46 ms a step); below
   // that the CUDA-core kernel with its keys split over a cluster.
   const std::int64_t pairs = rows * s.kv_heads;
-  decode_choice d = pairs >= device_multiprocessors() && !wide_decode_off() ? decode_kernel_for(s, true) : decode_choice{};
+  decode_choice<A> d =
+      pairs >= device_multiprocessors() && !wide_decode_off() ? decode_kernel_for<A>(s, true) : decode_choice<A>{};
   const int splits = d.fn ? 1 : decode_attention_splits(pairs);
-  if (!d.fn) d = decode_kernel_for(s, false);
+  if (!d.fn) d = decode_kernel_for<A>(s, false);
   if (!d.fn) return false;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(splits));
@@ -694,5 +717,12 @@ bool decode_attention(const bf16* qkv, const void* k_cache, const void* v_cache,
   ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale_log2, out));
   return true;
 }
+
+template void prepare_decode_attention<bf16>(const attention_shape&);
+template void prepare_decode_attention<fp16>(const attention_shape&);
+template bool decode_attention<bf16>(const bf16*, const void*, const void*, const std::int32_t*, std::int64_t,
+                                     const attention_shape&, float, bf16*, cudaStream_t);
+template bool decode_attention<fp16>(const fp16*, const void*, const void*, const std::int32_t*, std::int64_t,
+                                     const attention_shape&, float, fp16*, cudaStream_t);
 
 }  // namespace itera::kernels::llm

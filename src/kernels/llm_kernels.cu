@@ -3,7 +3,9 @@
 // SwiGLU, argmax, the gemv (bf16 and fp8), the gemv fused with the norm or the SwiGLU before it,
 // and the fp8 conversions. Each is checked against the cpu reference (tests/device/
 // test_llm_device.cpp), the fused ones against the unfused pairs (test_llm_fused_gemv.cpp);
-// docs/perf records what each change measured.
+// docs/perf records what each change measured. Every kernel that reads or writes 16-bit
+// activations is a template on their type A (common.cuh: bf16 or fp16), instantiated for both at
+// the end of the file; the bf16 instances are the kernels as they were measured.
 #include "src/kernels/llm_kernels.cuh"
 
 #include <cuda_bf16.h>
@@ -42,21 +44,29 @@ __device__ __forceinline__ float host_exact_init_value(int kind, std::uint64_t s
   return itera::llm::init_value(itera::llm::init_kind::normal, seed, index);
 }
 
-__global__ void fill_init_kernel(bf16* out, std::uint64_t count, int kind, std::uint64_t seed) {
+// Stored: the weights' 16-bit type the value is rounded to first; A: the type it is held in (a
+// weight stored in the other 16-bit type is rounded a second time, as the host's upload does).
+template <class Stored, class A>
+__global__ void fill_init_kernel(A* out, std::uint64_t count, int kind, std::uint64_t seed) {
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
-    out[i] = __float2bfloat16_rn(host_exact_init_value(kind, seed, i));
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    if constexpr (std::is_same_v<Stored, A>)
+      out[i] = from_float<A>(host_exact_init_value(kind, seed, i));
+    else
+      out[i] = from_float<A>(to_float(from_float<Stored>(host_exact_init_value(kind, seed, i))));
+  }
 }
 
-__global__ void embed_kernel(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t hidden,
+template <class A>
+__global__ void embed_kernel(const std::int32_t* tokens, const A* table, float* x, std::int64_t hidden,
                              std::int64_t vocab) {
   grid_dependents_launch();
   grid_dependency_wait();
   const std::int64_t t = blockIdx.x;
   std::int64_t id = tokens[t];
   id = id < 0 ? 0 : (id >= vocab ? vocab - 1 : id);
-  const bf16* row = table + id * hidden;
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = __bfloat162float(row[i]);
+  const A* row = table + id * hidden;
+  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = to_float(row[i]);
 }
 
 __global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values, float* x, std::int64_t hidden) {
@@ -73,10 +83,11 @@ __global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values
 __device__ __forceinline__ float rms_scale(float sum_squares, std::int64_t hidden, float eps) {
   return rsqrtf(sum_squares / static_cast<float>(hidden) + eps);
 }
-__device__ __forceinline__ bf16 rms_apply(float weight, float value, float scale) {
-  return __float2bfloat16_rn(weight * (value * scale));
+template <class A>
+__device__ __forceinline__ A rms_apply(float weight, float value, float scale) {
+  return from_float<A>(weight * (value * scale));
 }
-// SwiGLU before its bf16 rounding: silu(g) * u.
+// SwiGLU before its rounding to A: silu(g) * u.
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 constexpr int rms_threads = 512;
@@ -85,15 +96,16 @@ constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers bet
 // One block per row. Vector path (hidden % 4 == 0, 16-byte aligned rows): each thread loads its
 // chunks (all in flight at once) and keeps them for the scaling pass; chunks past
 // rms_cached * blockDim are read again. Scalar path otherwise.
+template <class A>
 __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, std::int64_t in_stride,
-                                                               std::int64_t in_offset, const bf16* weight, bf16* out,
+                                                               std::int64_t in_offset, const A* weight, A* out,
                                                                std::int64_t hidden, float eps, bool vec) {
   grid_dependents_launch();
   grid_dependency_wait();
   __shared__ float scratch[32];
   const std::int64_t r = blockIdx.x;
   const float* in = x + (r * in_stride + in_offset) * hidden;
-  bf16* o = out + r * hidden;
+  A* o = out + r * hidden;
   float ss = 0;
   if (vec) {
     const std::int64_t n4 = hidden / 4;
@@ -113,12 +125,12 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
     }
     ss = block_sum(ss, scratch);
     const float scale = rms_scale(ss, hidden, eps);
-    const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(weight);
-    auto* o2 = reinterpret_cast<__nv_bfloat162*>(o);
+    const auto* w2 = reinterpret_cast<const pair_of<A>*>(weight);
+    auto* o2 = reinterpret_cast<pair_of<A>*>(o);
     const auto store = [&](std::int64_t c, const float4& v) {
-      const float2 wa = __bfloat1622float2(w2[2 * c]), wb = __bfloat1622float2(w2[2 * c + 1]);
-      o2[2 * c] = __halves2bfloat162(rms_apply(wa.x, v.x, scale), rms_apply(wa.y, v.y, scale));
-      o2[2 * c + 1] = __halves2bfloat162(rms_apply(wb.x, v.z, scale), rms_apply(wb.y, v.w, scale));
+      const float2 wa = to_float2(w2[2 * c]), wb = to_float2(w2[2 * c + 1]);
+      o2[2 * c] = make_pair<A>(rms_apply<A>(wa.x, v.x, scale), rms_apply<A>(wa.y, v.y, scale));
+      o2[2 * c + 1] = make_pair<A>(rms_apply<A>(wb.x, v.z, scale), rms_apply<A>(wb.y, v.w, scale));
     };
 #pragma unroll
     for (int k = 0; k < rms_cached; ++k) {
@@ -132,7 +144,7 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) ss += in[i] * in[i];
   ss = block_sum(ss, scratch);
   const float scale = rms_scale(ss, hidden, eps);
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = rms_apply(__bfloat162float(weight[i]), in[i], scale);
+  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = rms_apply<A>(to_float(weight[i]), in[i], scale);
 }
 
 __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, std::int64_t t, std::int64_t per_seq,
@@ -141,21 +153,22 @@ __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, 
   return static_cast<std::int64_t>(start[*seq]) + t % per_seq;
 }
 
-// A value as the cache of element C stores it: bf16 rounded to nearest even, or the e4m3 code
-// (nearest even, saturating at +-448: a finite value never becomes NaN).
+// A value as the cache of element C stores it: bf16 or fp16 rounded to nearest even, or the e4m3
+// code (nearest even, saturating at +-448: a finite value never becomes NaN).
 template <class C>
 __device__ __forceinline__ C to_cache(float v) {
-  if constexpr (std::is_same_v<C, bf16>)
-    return __float2bfloat16_rn(v);
+  if constexpr (sizeof(C) == 2)
+    return from_float<C>(v);
   else
     return static_cast<fp8_code>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
 // Grid (row, slice): the row's work items, (heads + kv_heads) * half rotations then kv_dim value
 // copies, spread over the slices' threads, one item per thread when the grid covers the row.
-// C: the cache's element; keep_rows: the rotated k (and a biased v) also back into the row.
-template <class C, bool keep_rows>
-__global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
+// A: the rows' element; C: the cache's (A or an fp8 code); keep_rows: the rotated k (and a biased
+// v) also back into the row.
+template <class A, class C, bool keep_rows>
+__global__ void bias_rope_store_kernel(A* qkv, const A* bias, const float* inv_freq, const std::int32_t* start,
                                        attention_shape s, C* k_cache, C* v_cache) {
   grid_dependents_launch();
   grid_dependency_wait();
@@ -164,11 +177,9 @@ __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float*
   const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
   const std::int64_t hd = s.head_dim, half = hd / 2;
   const std::int64_t q_dim = s.heads * hd, kv_dim = s.kv_heads * hd, width = q_dim + 2 * kv_dim;
-  bf16* row = qkv + t * width;
+  A* row = qkv + t * width;
   const bool in_cache = pos < s.max_context;  // a device-driven step past the context writes nothing
-  const auto value = [&](std::int64_t col) {
-    return __bfloat162float(row[col]) + (bias ? __bfloat162float(bias[col]) : 0.0f);
-  };
+  const auto value = [&](std::int64_t col) { return to_float(row[col]) + (bias ? to_float(bias[col]) : 0.0f); };
   const std::int64_t pairs = (s.heads + s.kv_heads) * half, items = pairs + kv_dim;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.x;
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; idx < items;
@@ -186,8 +197,8 @@ __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float*
       sincosf(angle, &sn, &c);
       const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
       if (is_q || keep_rows) {
-        row[col + i] = __float2bfloat16_rn(y1);
-        row[col + i + half] = __float2bfloat16_rn(y2);
+        row[col + i] = from_float<A>(y1);
+        row[col + i + half] = from_float<A>(y2);
       }
       if (!is_q) {
         const std::int64_t kvh = head - s.heads;
@@ -199,22 +210,24 @@ __global__ void bias_rope_store_kernel(bf16* qkv, const bf16* bias, const float*
       const std::int64_t v_idx = idx - pairs, kvh = v_idx / hd, d = v_idx % hd;
       const float v = value(q_dim + kv_dim + v_idx);
       v_cache[((seq * s.kv_heads + kvh) * s.max_context + pos) * hd + d] = to_cache<C>(v);
-      if (keep_rows && bias) row[q_dim + kv_dim + v_idx] = __float2bfloat16_rn(v);
+      if (keep_rows && bias) row[q_dim + kv_dim + v_idx] = from_float<A>(v);
     }
   }
 }
 
 __device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(fp16 v) { return __half2float(v); }
 __device__ __forceinline__ float widen(fp8_code v) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
 }
 
-// C: the element K and V are read in. from_rows (a prefill, C bf16): the pass's own rows of qkv,
-// the sequences empty before it (key j of a sequence is its row j); otherwise the caches.
-template <class C, bool from_rows>
-__global__ void attention_kernel(const bf16* qkv, const C* k_cache, const C* v_cache, const std::int32_t* start,
-                                 attention_shape s, float scale, bf16* out) {
-  static_assert(!from_rows || std::is_same_v<C, bf16>, "the pass's rows are bf16");
+// A: the element of q and the output; C: the element K and V are read in. from_rows (a prefill,
+// C = A): the pass's own rows of qkv, the sequences empty before it (key j of a sequence is its
+// row j); otherwise the caches.
+template <class A, class C, bool from_rows>
+__global__ void attention_kernel(const A* qkv, const C* k_cache, const C* v_cache, const std::int32_t* start,
+                                 attention_shape s, float scale, A* out) {
+  static_assert(!from_rows || std::is_same_v<C, A>, "the pass's rows hold the activations' type");
   grid_dependents_launch();
   grid_dependency_wait();
   extern __shared__ float shared[];  // head_dim floats of q, then one score per key
@@ -227,8 +240,8 @@ __global__ void attention_kernel(const bf16* qkv, const C* k_cache, const C* v_c
   const std::int64_t keys = (pos < s.max_context ? pos : s.max_context - 1) + 1;
   float* q = shared;
   float* score = shared + hd;
-  const bf16* q_in = qkv + t * width + head * hd;
-  for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) q[d] = __bfloat162float(q_in[d]);
+  const A* q_in = qkv + t * width + head * hd;
+  for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) q[d] = to_float(q_in[d]);
   __syncthreads();
 
   // Key j's K and V: k + j * stride, v + j * stride.
@@ -263,26 +276,28 @@ __global__ void attention_kernel(const bf16* qkv, const C* k_cache, const C* v_c
   for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float acc = 0;
     for (std::int64_t j = 0; j < keys; ++j) acc += score[j] * widen(v[j * stride + d]);
-    out[t * q_dim + head * hd + d] = __float2bfloat16_rn(acc * inv_total);
+    out[t * q_dim + head * hd + d] = from_float<A>(acc * inv_total);
   }
 }
 
 
-__global__ void swiglu_kernel(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t inter) {
+template <class A>
+__global__ void swiglu_kernel(const A* gate_up, A* act, std::int64_t rows, std::int64_t inter) {
   grid_dependents_launch();
   grid_dependency_wait();
   const std::int64_t total = rows * inter;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += stride) {
     const std::int64_t t = idx / inter, i = idx % inter;
-    const float g = __bfloat162float(gate_up[t * 2 * inter + i]);
-    const float u = __bfloat162float(gate_up[t * 2 * inter + inter + i]);
-    act[idx] = __float2bfloat16_rn(silu_times(g, u));
+    const float g = to_float(gate_up[t * 2 * inter + i]);
+    const float u = to_float(gate_up[t * 2 * inter + inter + i]);
+    act[idx] = from_float<A>(silu_times(g, u));
   }
 }
 
 // The same, 8 values per thread with 16-byte loads and stores (intermediate % 8 == 0, 16-byte
 // aligned buffers): the same expression and rounding per value.
+template <class A>
 __global__ void swiglu8_kernel(const uint4* gate_up, uint4* act, std::int64_t rows, std::int64_t words) {
   grid_dependents_launch();
   grid_dependency_wait();
@@ -291,14 +306,12 @@ __global__ void swiglu8_kernel(const uint4* gate_up, uint4* act, std::int64_t ro
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += stride) {
     const std::int64_t t = idx / words, c = idx % words;
     float g[8], u[8];
-    unpack8(__ldg(gate_up + t * 2 * words + c), g);
-    unpack8(__ldg(gate_up + t * 2 * words + words + c), u);
+    unpack8<A>(__ldg(gate_up + t * 2 * words + c), g);
+    unpack8<A>(__ldg(gate_up + t * 2 * words + words + c), u);
     unsigned packed[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const __nv_bfloat162 p = __floats2bfloat162_rn(silu_times(g[2 * j], u[2 * j]), silu_times(g[2 * j + 1], u[2 * j + 1]));
-      packed[j] = *reinterpret_cast<const unsigned*>(&p);
-    }
+    for (int j = 0; j < 4; ++j)
+      packed[j] = pack2<A>(silu_times(g[2 * j], u[2 * j]), silu_times(g[2 * j + 1], u[2 * j + 1]));
     act[idx] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
@@ -306,29 +319,28 @@ __global__ void swiglu8_kernel(const uint4* gate_up, uint4* act, std::int64_t ro
 // bias_rope_store_kernel four rotations or eight value copies per thread, with 8- and 16-byte
 // accesses (head_dim % 8 == 0, 16-byte aligned buffers): per value the same arithmetic and rounding,
 // so bit-identical.
-__device__ __forceinline__ void load4(const bf16* p, float* f) {
-  const uint2 v = *reinterpret_cast<const uint2*>(p);
-  f[0] = __uint_as_float(v.x << 16);
-  f[1] = __uint_as_float(v.x & 0xffff0000u);
-  f[2] = __uint_as_float(v.y << 16);
-  f[3] = __uint_as_float(v.y & 0xffff0000u);
+template <class A>
+__device__ __forceinline__ void load4(const A* p, float* f) {
+  const uint2 v = *reinterpret_cast<const uint2*>(p);  // one 8-byte load (through a reference: two 4-byte ones)
+  unpack4<A>(v, f);
 }
 
-__device__ __forceinline__ void store4(bf16* p, const float* f) {
-  const __nv_bfloat162 a = __floats2bfloat162_rn(f[0], f[1]), b = __floats2bfloat162_rn(f[2], f[3]);
-  *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
-}
-
-// Four e4m3 codes in one 4-byte store, the first value in the lowest byte.
-__device__ __forceinline__ void store4(fp8_code* p, const float* f) {
-  unsigned word = 0;
+// Four values in one 8-byte store (16-bit C), or four e4m3 codes in one 4-byte store, the first
+// value in the lowest byte.
+template <class C>
+__device__ __forceinline__ void store4(C* p, const float* f) {
+  if constexpr (sizeof(C) == 2) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(pack2<C>(f[0], f[1]), pack2<C>(f[2], f[3]));
+  } else {
+    unsigned word = 0;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) word |= static_cast<unsigned>(to_cache<fp8_code>(f[j])) << (8 * j);
-  *reinterpret_cast<unsigned*>(p) = word;
+    for (int j = 0; j < 4; ++j) word |= static_cast<unsigned>(to_cache<fp8_code>(f[j])) << (8 * j);
+    *reinterpret_cast<unsigned*>(p) = word;
+  }
 }
 
-template <class C, bool keep_rows>
-__global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const float* inv_freq,
+template <class A, class C, bool keep_rows>
+__global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* inv_freq,
                                            const std::int32_t* start, attention_shape s, C* k_cache,
                                            C* v_cache) {
   grid_dependents_launch();
@@ -338,7 +350,7 @@ __global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const fl
   const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
   const std::int64_t hd = s.head_dim, half = hd / 2, quarter = half / 4;
   const std::int64_t q_dim = s.heads * hd, kv_dim = s.kv_heads * hd, width = q_dim + 2 * kv_dim;
-  bf16* row = qkv + t * width;
+  A* row = qkv + t * width;
   const bool in_cache = pos < s.max_context;
   const std::int64_t quads = (s.heads + s.kv_heads) * quarter, items = quads + kv_dim / 8;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.x;
@@ -373,10 +385,10 @@ __global__ void bias_rope_store_vec_kernel(bf16* qkv, const bf16* bias, const fl
         y1[j] = x1[j] * c - x2[j] * sn;
         y2[j] = x2[j] * c + x1[j] * sn;
       }
-      if constexpr (std::is_same_v<C, bf16> && !keep_rows) {
-        // A bf16 decode: one store through a pointer chosen between the row and the cache (both
-        // bf16), instead of two stores each under its own test.
-        bf16* dst = is_q ? row + col : k_cache + ((seq * s.kv_heads + (head - s.heads)) * s.max_context + pos) * hd;
+      if constexpr (std::is_same_v<C, A> && !keep_rows) {
+        // A decode into a 16-bit cache: one store through a pointer chosen between the row and the
+        // cache (both of type A), instead of two stores each under its own test.
+        A* dst = is_q ? row + col : k_cache + ((seq * s.kv_heads + (head - s.heads)) * s.max_context + pos) * hd;
         store4(dst + i, y1);
         store4(dst + i + half, y2);
       } else {
@@ -502,14 +514,18 @@ std::size_t attention_shared_bytes(const attention_shape& s, bool prefill) {
   return static_cast<std::size_t>(s.head_dim + (prefill ? s.rows_per_seq : s.max_context)) * sizeof(float);
 }
 
-// The general kernel's instances: prefill (from the pass's rows), decode from a bf16 or fp8 cache.
-constexpr auto attention_rows = attention_kernel<bf16, true>;
-constexpr auto attention_bf16_cache = attention_kernel<bf16, false>;
-constexpr auto attention_fp8_cache = attention_kernel<fp8_code, false>;
+// The general kernel's instances: prefill (from the pass's rows), decode from a 16-bit cache (of
+// the activations' type) or an fp8 one.
+template <class A>
+constexpr auto attention_rows = attention_kernel<A, A, true>;
+template <class A>
+constexpr auto attention_16bit_cache = attention_kernel<A, A, false>;
+template <class A>
+constexpr auto attention_fp8_cache = attention_kernel<A, fp8_code, false>;
 
 
 // ---------------------------------------------------------------------------------------------
-// gemv: R = gemv_rows_per_warp rows per warp, U 16-byte chunks (8 bf16) per row per lane per step,
+// gemv: R = gemv_rows_per_warp rows per warp, U 16-byte chunks (8 bf16 or fp16) per row per lane per step,
 // so R * U = 8 independent 16-byte weight loads in flight per lane before the first use.
 
 constexpr int gemv_threads = 128;
@@ -525,19 +541,20 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
 }
 
 
-// Weights of a gemv, 16 bytes (a chunk) at a time: bf16 (8 values) or fp8 e4m3 (16 values, the
-// row's scale applied to the sum at the end).
-struct w_bf16 {
+// Weights of a gemv, 16 bytes (a chunk) at a time: 16-bit, of the activations' type A (8 values),
+// or fp8 e4m3 (16 values, the row's scale applied to the sum at the end).
+template <class A>
+struct w_16bit {
   static constexpr int per_chunk = 8;
-  __device__ static void widen(const uint4& v, float* f) { unpack8(v, f); }
+  __device__ static void widen(const uint4& v, float* f) { unpack8<A>(v, f); }
 };
 struct w_fp8 {
   static constexpr int per_chunk = 16;
   __device__ static void widen(const uint4& v, float* f) { unpack16_fp8(v, f); }
 };
 
-// acc[r][t] += w chunk c of row r . x chunk c of token t, for the R rows of a warp.
-template <class W, int R, int T>
+// acc[r][t] += w chunk c of row r . x chunk c of token t, for the R rows of a warp; x of type A.
+template <class A, class W, int R, int T>
 __device__ __forceinline__ void gemv_chunk(const uint4 (&wv)[R], const uint4* __restrict__ xr, int chunks, int c,
                                            float (&acc)[R][T]) {
   constexpr int E = W::per_chunk;
@@ -549,7 +566,7 @@ __device__ __forceinline__ void gemv_chunk(const uint4 (&wv)[R], const uint4* __
     float xf[E];
 #pragma unroll
     for (int h = 0; h < E / 8; ++h)
-      unpack8(__ldg(xr + (static_cast<std::size_t>(t) * chunks + c) * (E / 8) + h), xf + 8 * h);
+      unpack8<A>(__ldg(xr + (static_cast<std::size_t>(t) * chunks + c) * (E / 8) + h), xf + 8 * h);
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -557,20 +574,20 @@ __device__ __forceinline__ void gemv_chunk(const uint4 (&wv)[R], const uint4* __
   }
 }
 
-// out = scale x acc (+ beta x out for fp32 output).
-template <bool F32>
+// out = scale x acc (+ beta x out for fp32 output; otherwise rounded to A).
+template <class A, bool F32>
 __device__ __forceinline__ void gemv_store(void* out, std::size_t at, float sum, float beta) {
   if constexpr (F32) {
     float* o = static_cast<float*>(out);
     o[at] = beta != 0.0f ? sum + beta * o[at] : sum;
   } else {
-    static_cast<bf16*>(out)[at] = __float2bfloat16_rn(sum);
+    static_cast<A*>(out)[at] = from_float<A>(sum);
   }
 }
 
-template <class W, int T, bool F32>
+template <class A, class W, int T, bool F32>
 __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const void* __restrict__ w, const float* __restrict__ scales,
-                                                            int out_rows, int chunks, const bf16* __restrict__ x,
+                                                            int out_rows, int chunks, const A* __restrict__ x,
                                                             void* __restrict__ out, float beta) {
   constexpr int R = gemv_rows_per_warp, U = gemv_unroll;
   const int lane = static_cast<int>(threadIdx.x & 31);
@@ -603,7 +620,7 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const void* __restri
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 32 * u;
-      if (c < chunks) gemv_chunk<W, R, T>(wv[u], xr, chunks, c, acc);
+      if (c < chunks) gemv_chunk<A, W, R, T>(wv[u], xr, chunks, c, acc);
     }
   }
 #pragma unroll
@@ -620,7 +637,7 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const void* __restri
     for (int t = 0; t < T; ++t) {
       if (lane != (r * T + t) % 32 || row >= out_rows) continue;
       const float scale = scales ? scales[row] : 1.0f;
-      gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * scale, beta);
+      gemv_store<A, F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * scale, beta);
     }
   }
 }
@@ -640,7 +657,7 @@ constexpr int gemv_min_slice = 32 * gemv_unroll;
 // split 1 stored by spread lanes (as gemv_kernel does), else added over the group's slices in
 // shared memory in slice order (as gemv_split_kernel does) and stored, the block in step after
 // (partial free again).
-template <int R, int T, bool F32>
+template <class A, int R, int T, bool F32>
 __device__ __forceinline__ void finish_tile(float (&acc)[R][T], float (*partial)[R * T], int split, int groups,
                                             int tile_row0, int out_rows, const float* scales, void* out, float beta) {
   constexpr int RT = R * T;
@@ -657,8 +674,8 @@ __device__ __forceinline__ void finish_tile(float (&acc)[R][T], float (*partial)
       for (int t = 0; t < T; ++t) {
         const int row = row0 + r;
         if (lane != (r * T + t) % 32 || row >= out_rows) continue;
-        gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * (scales ? scales[row] : 1.0f),
-                        beta);
+        gemv_store<A, F32>(out, static_cast<std::size_t>(t) * out_rows + row, acc[r][t] * (scales ? scales[row] : 1.0f),
+                           beta);
       }
     return;
   }
@@ -676,16 +693,16 @@ __device__ __forceinline__ void finish_tile(float (&acc)[R][T], float (*partial)
     if (row < out_rows) {
       float sum = partial[g * split][k];
       for (int p = 1; p < split; ++p) sum += partial[g * split + p][k];
-      gemv_store<F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * (scales ? scales[row] : 1.0f), beta);
+      gemv_store<A, F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * (scales ? scales[row] : 1.0f), beta);
     }
   }
   __syncthreads();
 }
 
-template <class W, int T, bool F32>
+template <class A, class W, int T, bool F32>
 __global__ void __launch_bounds__(gemv_split_threads, 1)
     gemv_split_kernel(const void* __restrict__ w, const float* __restrict__ scales, int out_rows, int chunks, int split,
-                      int slice, const bf16* __restrict__ x, void* __restrict__ out, float beta) {
+                      int slice, const A* __restrict__ x, void* __restrict__ out, float beta) {
   constexpr int R = gemv_rows_per_warp, U = gemv_unroll;
   __shared__ float partial[gemv_split_warps][R * T];
   const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
@@ -719,11 +736,11 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 32 * u;
-      if (c < cend) gemv_chunk<W, R, T>(wv[u], xr, chunks, c, acc);
+      if (c < cend) gemv_chunk<A, W, R, T>(wv[u], xr, chunks, c, acc);
     }
   }
-  finish_tile<R, T, F32>(acc, partial, split, groups, static_cast<int>(blockIdx.x) * groups * R, out_rows, scales, out,
-                         beta);
+  finish_tile<A, R, T, F32>(acc, partial, split, groups, static_cast<int>(blockIdx.x) * groups * R, out_rows, scales,
+                            out, beta);
 }
 
 // Warps split K when the one-warp-per-R-rows grid is too small to keep enough bytes in flight:
@@ -742,8 +759,8 @@ int gemv_split_for(int out_rows, int chunks, int rows_per_warp = gemv_rows_per_w
 // A split's slice: whole 32-chunk steps (every lane the same trip count), the last one shorter.
 int gemv_slice_for(int chunks, int split) { return ((chunks + split - 1) / split + 31) / 32 * 32; }
 
-template <class W, int T>
-void launch_gemv(const void* w, const float* scales, int out_rows, int chunks, const bf16* x, void* out, bool fp32_out,
+template <class A, class W, int T>
+void launch_gemv(const void* w, const float* scales, int out_rows, int chunks, const A* x, void* out, bool fp32_out,
                  float beta, cudaStream_t stream) {
   const std::uint64_t warps = (static_cast<std::uint64_t>(out_rows) + gemv_rows_per_warp - 1) / gemv_rows_per_warp;
   if (const int split = gemv_split_for(out_rows, chunks); split > 1) {
@@ -751,35 +768,35 @@ void launch_gemv(const void* w, const float* scales, int out_rows, int chunks, c
     const auto per_block = static_cast<std::uint64_t>(gemv_split_warps / split);
     const auto blocks = static_cast<unsigned>((warps + per_block - 1) / per_block);
     if (fp32_out)
-      launch(gemv_split_kernel<W, T, true>, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split,
+      launch(gemv_split_kernel<A, W, T, true>, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split,
              slice, x, out, beta);
     else
-      launch(gemv_split_kernel<W, T, false>, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split,
+      launch(gemv_split_kernel<A, W, T, false>, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split,
              slice, x, out, beta);
     return;
   }
   const auto blocks = static_cast<unsigned>((warps * 32 + gemv_threads - 1) / gemv_threads);
   if (fp32_out)
-    launch(gemv_kernel<W, T, true>, blocks, gemv_threads, 0, stream, w, scales, out_rows, chunks, x, out, beta);
+    launch(gemv_kernel<A, W, T, true>, blocks, gemv_threads, 0, stream, w, scales, out_rows, chunks, x, out, beta);
   else
-    launch(gemv_kernel<W, T, false>, blocks, gemv_threads, 0, stream, w, scales, out_rows, chunks, x, out, beta);
+    launch(gemv_kernel<A, W, T, false>, blocks, gemv_threads, 0, stream, w, scales, out_rows, chunks, x, out, beta);
 }
 
-template <class W>
-void gemv_tokens(const void* w, const float* scales, int rows, int chunks, const bf16* x, std::int64_t tokens, void* out,
+template <class A, class W>
+void gemv_tokens(const void* w, const float* scales, int rows, int chunks, const A* x, std::int64_t tokens, void* out,
                  bool fp32_out, float beta, cudaStream_t stream) {
   switch (tokens) {
-    case 1: launch_gemv<W, 1>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 2: launch_gemv<W, 2>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    case 3: launch_gemv<W, 3>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
-    default: launch_gemv<W, 4>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 1: launch_gemv<A, W, 1>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 2: launch_gemv<A, W, 2>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    case 3: launch_gemv<A, W, 3>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
+    default: launch_gemv<A, W, 4>(w, scales, rows, chunks, x, out, fp32_out, beta, stream); break;
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Fused gemv (llm_kernels.cuh: gemv_rms_norm, gemv_swiglu): the split kernel's layout (blocks of
 // gemv_split_warps warps, `split` of them per group of rows, each streaming one slice of K), the
-// input formed in the kernel instead of read from the bf16 buffer a small kernel wrote before it.
+// input formed in the kernel instead of read from the 16-bit buffer a small kernel wrote before it.
 
 // The rows of one warp from row0 (rows past the end read the last row, store nothing).
 template <int R>
@@ -820,19 +837,21 @@ __device__ __forceinline__ void fused_chunk(const uint4 (&wv)[R], const X& xs, i
   }
 }
 
-// The normalised rows staged in shared memory: [T][words] 16-byte chunks (8 bf16 each).
+// The normalised rows staged in shared memory: [T][words] 16-byte chunks (8 values of A each).
+template <class A>
 struct x_staged {
   const uint4* rows;
   int words;
   template <int E>
   __device__ __forceinline__ void load(int t, int c, float* f) const {
 #pragma unroll
-    for (int h = 0; h < E / 8; ++h) unpack8(rows[t * words + c * (E / 8) + h], f + 8 * h);
+    for (int h = 0; h < E / 8; ++h) unpack8<A>(rows[t * words + c * (E / 8) + h], f + 8 * h);
   }
 };
 
-// SwiGLU formed per chunk from gate_up [T][2 words] (16-byte chunks): act = bf16(silu(g) * u) with
+// SwiGLU formed per chunk from gate_up [T][2 words] (16-byte chunks): act = A(silu(g) * u) with
 // g and u the same chunk of the token's gate and up halves, as swiglu_kernel rounds it.
+template <class A>
 struct x_swiglu {
   const uint4* gate_up;
   int words;  // intermediate / 8
@@ -842,11 +861,11 @@ struct x_swiglu {
     for (int h = 0; h < E / 8; ++h) {
       const uint4* g4 = gate_up + static_cast<std::size_t>(t) * 2 * words + c * (E / 8) + h;
       float g[8], u[8];
-      unpack8(__ldg(g4), g);
-      unpack8(__ldg(g4 + words), u);
+      unpack8<A>(__ldg(g4), g);
+      unpack8<A>(__ldg(g4 + words), u);
 #pragma unroll
       for (int j = 0; j < 8; j += 2) {
-        const float2 a = __bfloat1622float2(__floats2bfloat162_rn(silu_times(g[j], u[j]), silu_times(g[j + 1], u[j + 1])));
+        const float2 a = to_float2(pair_from_float<A>(silu_times(g[j], u[j]), silu_times(g[j + 1], u[j + 1])));
         f[8 * h + j] = a.x;
         f[8 * h + j + 1] = a.y;
       }
@@ -855,13 +874,13 @@ struct x_swiglu {
 };
 
 // rms_norm of T rows of x (fp32, token t at row t * in_stride + in_offset, `in` wide, 16-byte
-// aligned) into staged [T][in] bf16, by the whole block: per token the sum of squares (each thread
+// aligned) into staged [T][in] of A, by the whole block: per token the sum of squares (each thread
 // over its 8-wide chunks, then warps, then the block's warps in order: the order differs from
 // rms_norm_kernel's, so the scale may differ in its last bit), then rms_scale and rms_apply as
 // rms_norm_kernel rounds them. The caller synchronises before reading staged.
-template <int T>
+template <class A, int T>
 __device__ __forceinline__ void stage_rms_rows(const float* __restrict__ x, std::int64_t in_stride,
-                                               std::int64_t in_offset, const bf16* __restrict__ norm_weight, float eps,
+                                               std::int64_t in_offset, const A* __restrict__ norm_weight, float eps,
                                                int in, uint4* staged, float (*sums)[T]) {
   const int words = in / 8;
   const float4* rows[T];
@@ -925,8 +944,8 @@ __device__ __forceinline__ void stage_rms_rows(const float* __restrict__ x, std:
     unsigned packed[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const __nv_bfloat162 p =
-          __halves2bfloat162(rms_apply(wf[2 * j], v[2 * j], scale[t]), rms_apply(wf[2 * j + 1], v[2 * j + 1], scale[t]));
+      const pair_of<A> p =
+          make_pair<A>(rms_apply<A>(wf[2 * j], v[2 * j], scale[t]), rms_apply<A>(wf[2 * j + 1], v[2 * j + 1], scale[t]));
       packed[j] = *reinterpret_cast<const unsigned*>(&p);
     }
     staged[t * words + c] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
@@ -937,7 +956,7 @@ __device__ __forceinline__ void stage_rms_rows(const float* __restrict__ x, std:
       const int c = static_cast<int>(threadIdx.x) + i * stride;
       if (c >= words) continue;
       float wf[8];
-      unpack8(__ldg(weight4 + c), wf);
+      unpack8<A>(__ldg(weight4 + c), wf);
 #pragma unroll
       for (int t = 0; t < (T <= 2 ? T : 1); ++t) put(t, c, kept[t][i][0], kept[t][i][1], wf);
     }
@@ -945,7 +964,7 @@ __device__ __forceinline__ void stage_rms_rows(const float* __restrict__ x, std:
   }
   for (int c = static_cast<int>(threadIdx.x); c < words; c += stride) {
     float wf[8];
-    unpack8(__ldg(weight4 + c), wf);
+    unpack8<A>(__ldg(weight4 + c), wf);
 #pragma unroll
     for (int t = 0; t < T; ++t) put(t, c, __ldg(rows[t] + 2 * c), __ldg(rows[t] + 2 * c + 1), wf);
   }
@@ -956,14 +975,14 @@ __device__ __forceinline__ void stage_rms_rows(const float* __restrict__ x, std:
 // first step of weights is issued before the normalisation so that its DRAM latency overlaps it.
 // Per output the same products in the same order as gemv_split_kernel / gemv_kernel with the same
 // split: results equal to rms_norm + gemv but where a normalised element rounds differently.
-template <class W, int T, bool F32>
+template <class A, class W, int T, bool F32>
 __global__ void __launch_bounds__(gemv_split_threads)
     gemv_rms_norm_kernel(const void* __restrict__ w, const float* __restrict__ scales, int out_rows, int chunks,
                          int split, int slice, int tiles, const float* __restrict__ x, std::int64_t in_stride,
-                         std::int64_t in_offset, const bf16* __restrict__ norm_weight, float eps,
+                         std::int64_t in_offset, const A* __restrict__ norm_weight, float eps,
                          void* __restrict__ out, float beta) {
   constexpr int R = gemv_rows_per_warp, U = gemv_unroll, E = W::per_chunk;
-  extern __shared__ uint4 staged[];  // [T][in] bf16
+  extern __shared__ uint4 staged[];  // [T][in] of A
   __shared__ float partial[gemv_split_warps][R * T];
   __shared__ float sums[gemv_split_warps][T];
   const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
@@ -978,9 +997,9 @@ __global__ void __launch_bounds__(gemv_split_threads)
 
   grid_dependents_launch();
   grid_dependency_wait();
-  stage_rms_rows<T>(x, in_stride, in_offset, norm_weight, eps, in, staged, sums);
+  stage_rms_rows<A, T>(x, in_stride, in_offset, norm_weight, eps, in, staged, sums);
   __syncthreads();
-  const x_staged xs{staged, in / 8};
+  const x_staged<A> xs{staged, in / 8};
   for (bool loaded = true; tile < tiles; tile += static_cast<int>(gridDim.x), loaded = false) {
     if (!loaded) point_rows<R>(w, chunks, out_rows, (tile * groups + group) * R, wr);
     float acc[R][T];
@@ -997,7 +1016,7 @@ __global__ void __launch_bounds__(gemv_split_threads)
         if (c < cend) fused_chunk<W, R, T>(wv[u], xs, c, acc);
       }
     }
-    finish_tile<R, T, F32>(acc, partial, split, groups, tile * groups * R, out_rows, scales, out, beta);
+    finish_tile<A, R, T, F32>(acc, partial, split, groups, tile * groups * R, out_rows, scales, out, beta);
   }
 }
 
@@ -1018,10 +1037,10 @@ __global__ void __launch_bounds__(gemv_split_threads)
 // flight) per SM, where the gemv's split kernel has four.
 constexpr int gemv_swiglu_rows = 8;
 
-template <class W, int T, bool F32>
+template <class A, class W, int T, bool F32>
 __global__ void __launch_bounds__(gemv_split_threads)
     gemv_swiglu_kernel(const void* __restrict__ w, const float* __restrict__ scales, int out_rows, int chunks,
-                       int split, int slice, const bf16* __restrict__ gate_up, void* __restrict__ out, float beta) {
+                       int split, int slice, const A* __restrict__ gate_up, void* __restrict__ out, float beta) {
   constexpr int R = gemv_swiglu_rows, E = W::per_chunk;
   __shared__ float partial[gemv_split_warps][R * T];
   const int lane = static_cast<int>(threadIdx.x & 31), wib = static_cast<int>(threadIdx.x >> 5);
@@ -1031,7 +1050,7 @@ __global__ void __launch_bounds__(gemv_split_threads)
   // Row r at w0 + min(r, last) * chunks: offsets rather than eight pointers (registers).
   const uint4* w0 = static_cast<const uint4*>(w) + static_cast<std::size_t>(min(row0, out_rows - 1)) * chunks;
   const int last = max(0, out_rows - 1 - row0);
-  const x_swiglu xs{reinterpret_cast<const uint4*>(gate_up), chunks * E / 8};
+  const x_swiglu<A> xs{reinterpret_cast<const uint4*>(gate_up), chunks * E / 8};
   float acc[R][T];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -1046,8 +1065,8 @@ __global__ void __launch_bounds__(gemv_split_threads)
     for (int r = 0; r < R; ++r) wv[r] = load_stream(w0 + min(r, last) * chunks + base);
     fused_chunk<W, R, T>(wv, xs, base, acc);
   }
-  finish_tile<R, T, F32>(acc, partial, split, groups, static_cast<int>(blockIdx.x) * groups * R, out_rows, scales, out,
-                         beta);
+  finish_tile<A, R, T, F32>(acc, partial, split, groups, static_cast<int>(blockIdx.x) * groups * R, out_rows, scales,
+                            out, beta);
 }
 
 // Blocks of `kernel` (gemv_split_threads threads, `shared` dynamic bytes) resident at once on the
@@ -1067,32 +1086,31 @@ int resident_blocks(const void* kernel, std::size_t shared) {
   return blocks;
 }
 
-std::size_t rms_staged_bytes(std::int64_t tokens, std::int64_t in) {
-  return static_cast<std::size_t>(tokens * in) * sizeof(bf16);
-}
+// The staged rows, of either 16-bit type.
+std::size_t rms_staged_bytes(std::int64_t tokens, std::int64_t in) { return static_cast<std::size_t>(tokens * in) * 2; }
 
-template <class W, int T>
+template <class A, class W, int T>
 void launch_gemv_rms_norm(const void* w, const float* scales, int out_rows, int chunks, const float* x,
-                          std::int64_t in_stride, std::int64_t in_offset, const bf16* norm_weight, float eps,
+                          std::int64_t in_stride, std::int64_t in_offset, const A* norm_weight, float eps,
                           void* out, bool fp32_out, float beta, cudaStream_t stream) {
   const int split = gemv_split_for(out_rows, chunks), slice = gemv_slice_for(chunks, split);
   const int tile_rows = gemv_split_warps / split * gemv_rows_per_warp;
   const int tiles = (out_rows + tile_rows - 1) / tile_rows;
   const std::size_t shared = rms_staged_bytes(T, static_cast<std::int64_t>(chunks) * W::per_chunk);
-  const auto kernel = fp32_out ? &gemv_rms_norm_kernel<W, T, true> : &gemv_rms_norm_kernel<W, T, false>;
+  const auto kernel = fp32_out ? &gemv_rms_norm_kernel<A, W, T, true> : &gemv_rms_norm_kernel<A, W, T, false>;
   const int blocks = std::min(tiles, resident_blocks(reinterpret_cast<const void*>(kernel), shared));
   launch(kernel, static_cast<unsigned>(blocks), gemv_split_threads, shared, stream, w, scales, out_rows, chunks, split,
          slice, tiles, x, in_stride, in_offset, norm_weight, eps, out, beta);
 }
 
-template <class W, int T>
-void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int chunks, const bf16* gate_up, void* out,
+template <class A, class W, int T>
+void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int chunks, const A* gate_up, void* out,
                         bool fp32_out, float beta, cudaStream_t stream) {
   // Slices of at least one step (32 chunks: U is 1).
   const int split = gemv_split_for(out_rows, chunks, gemv_swiglu_rows, 32), slice = gemv_slice_for(chunks, split);
   const auto tile_rows = static_cast<std::uint64_t>(gemv_split_warps / split * gemv_swiglu_rows);
   const auto blocks = static_cast<unsigned>((static_cast<std::uint64_t>(out_rows) + tile_rows - 1) / tile_rows);
-  const auto kernel = fp32_out ? &gemv_swiglu_kernel<W, T, true> : &gemv_swiglu_kernel<W, T, false>;
+  const auto kernel = fp32_out ? &gemv_swiglu_kernel<A, W, T, true> : &gemv_swiglu_kernel<A, W, T, false>;
   launch(kernel, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split, slice, gate_up, out, beta);
 }
 
@@ -1125,8 +1143,9 @@ __global__ void __launch_bounds__(rms_threads)
 }
 
 // One block per row: the row's largest |value|, then its codes (weights.hpp: quantise_fp8_rows).
+template <class A>
 __global__ void __launch_bounds__(rms_threads)
-    quantise_rows_fp8_kernel(const bf16* in, std::int64_t cols, std::uint8_t* codes, float* scales) {
+    quantise_rows_fp8_kernel(const A* in, std::int64_t cols, std::uint8_t* codes, float* scales) {
   grid_dependents_launch();
   grid_dependency_wait();
   __shared__ float scratch[32];
@@ -1136,7 +1155,7 @@ __global__ void __launch_bounds__(rms_threads)
   float absmax = 0.0f;
   for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float f[8];
-    unpack8(src[c], f);
+    unpack8<A>(src[c], f);
 #pragma unroll
     for (int j = 0; j < 8; ++j) absmax = fmaxf(absmax, fabsf(f[j]));
   }
@@ -1144,7 +1163,7 @@ __global__ void __launch_bounds__(rms_threads)
   if (threadIdx.x == 0) scales[row] = scale;
   for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float f[8];
-    unpack8(src[c], f);
+    unpack8<A>(src[c], f);
     unsigned lo = 0, hi = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -1157,8 +1176,11 @@ __global__ void __launch_bounds__(rms_threads)
 
 // The scales of an fp8 product applied to its unscaled sums d [rows][cols]: element (r, c) times
 // col_scale[c] (the weight row's) times row_scale[r] (the token's). Eight elements per thread.
-__global__ void scale_product_bf16_kernel(bf16* d, std::int64_t cols, std::uint64_t chunks, const float* col_scale,
-                                          const float* row_scale) {
+// fp16: the sums were scaled down by the product (llm_kernels.cuh: fp8_sums_scale), `unscale`
+// (a power of two: exact) takes that back first.
+template <class A>
+__global__ void scale_product_16bit_kernel(A* d, std::int64_t cols, std::uint64_t chunks, const float* col_scale,
+                                           const float* row_scale, float unscale) {
   grid_dependents_launch();
   grid_dependency_wait();
   const std::uint64_t per_row = static_cast<std::uint64_t>(cols) / 8;
@@ -1167,16 +1189,19 @@ __global__ void scale_product_bf16_kernel(bf16* d, std::int64_t cols, std::uint6
     const std::uint64_t r = i / per_row, c0 = (i % per_row) * 8;
     uint4* p = reinterpret_cast<uint4*>(d) + i;
     float f[8];
-    unpack8(*p, f);
+    unpack8<A>(*p, f);
+    if constexpr (is_fp16<A>) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] *= unscale;
+    } else {
+      (void)unscale;
+    }
     const float rs = row_scale[r];
     uint4 v;
     unsigned* w = &v.x;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const __nv_bfloat162 b = __floats2bfloat162_rn(f[2 * j] * col_scale[c0 + 2 * j] * rs,
-                                                     f[2 * j + 1] * col_scale[c0 + 2 * j + 1] * rs);
-      w[j] = *reinterpret_cast<const unsigned*>(&b);
-    }
+    for (int j = 0; j < 4; ++j)
+      w[j] = pack2<A>(f[2 * j] * col_scale[c0 + 2 * j] * rs, f[2 * j + 1] * col_scale[c0 + 2 * j + 1] * rs);
     *p = v;
   }
 }
@@ -1194,11 +1219,12 @@ __global__ void scale_add_product_f32_kernel(const float* d, float* out, std::in
 }
 
 // Sixteen codes (one 16-byte load, inside one row: cols % 16 == 0) per thread and iteration, the
-// row's scale read once for them, 32 bytes of bf16 stored. The element-wise first version (a byte
+// row's scale read once for them, 32 bytes of A stored. The element-wise first version (a byte
 // load, a 64-bit division and a 2-byte store per weight) made an fp8 batch-64 decode step 39.5 ms
 // on the H200 against 6.1 ms in bf16.
+template <class A>
 __global__ void dequantise_fp8_kernel(const std::uint8_t* codes, const float* scales, std::int64_t cols,
-                                      std::uint64_t count, bf16* out) {
+                                      std::uint64_t count, A* out) {
   grid_dependents_launch();
   grid_dependency_wait();
   const std::uint64_t chunks = count / 16, chunks_per_row = static_cast<std::uint64_t>(cols) / 16;
@@ -1213,10 +1239,8 @@ __global__ void dequantise_fp8_kernel(const std::uint8_t* codes, const float* sc
     unsigned* h = &hi.x;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const __nv_bfloat162 a = __floats2bfloat162_rn(f[2 * j] * scale, f[2 * j + 1] * scale);
-      const __nv_bfloat162 b = __floats2bfloat162_rn(f[8 + 2 * j] * scale, f[8 + 2 * j + 1] * scale);
-      l[j] = *reinterpret_cast<const unsigned*>(&a);
-      h[j] = *reinterpret_cast<const unsigned*>(&b);
+      l[j] = pack2<A>(f[2 * j] * scale, f[2 * j + 1] * scale);
+      h[j] = pack2<A>(f[8 + 2 * j] * scale, f[8 + 2 * j + 1] * scale);
     }
     reinterpret_cast<uint4*>(out)[2 * c] = lo;
     reinterpret_cast<uint4*>(out)[2 * c + 1] = hi;
@@ -1225,9 +1249,10 @@ __global__ void dequantise_fp8_kernel(const std::uint8_t* codes, const float* sc
 
 }  // namespace
 
-void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream) {
+template <class Stored, class A>
+void fill_init(A* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream) {
   if (count == 0) return;
-  fill_init_kernel<<<blocks_for(count), block_threads, 0, stream>>>(out, count, init_kind, seed);
+  fill_init_kernel<Stored, A><<<blocks_for(count), block_threads, 0, stream>>>(out, count, init_kind, seed);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -1237,26 +1262,28 @@ void scatter_rows(const std::int32_t* rows, const bf16* values, float* x, std::i
   launch(scatter_rows_kernel, static_cast<unsigned>(count), block_threads, 0, stream, rows, values, x, hidden);
 }
 
-void embed(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t rows, std::int64_t hidden,
+template <class A>
+void embed(const std::int32_t* tokens, const A* table, float* x, std::int64_t rows, std::int64_t hidden,
            std::int64_t vocab, cudaStream_t stream) {
-  launch(embed_kernel, static_cast<unsigned>(rows), block_threads, 0, stream, tokens, table, x, hidden, vocab);
+  launch(embed_kernel<A>, static_cast<unsigned>(rows), block_threads, 0, stream, tokens, table, x, hidden, vocab);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const bf16* weight, bf16* out,
+template <class A>
+void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const A* weight, A* out,
               std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream) {
   const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
   const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
-  launch(rms_norm_kernel, static_cast<unsigned>(rows), rms_threads, 0, stream, x, in_stride, in_offset, weight, out,
+  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads, 0, stream, x, in_stride, in_offset, weight, out,
          hidden, eps, vec);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 namespace {
 
-template <class C, bool keep_rows>
-void launch_bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
+template <class A, class C, bool keep_rows>
+void launch_bias_rope_store(A* qkv, const A* bias, const float* inv_freq, const std::int32_t* start,
                             std::int64_t rows, const attention_shape& s, void* k_cache, void* v_cache,
                             cudaStream_t stream) {
   // Four rotations per thread from 8 rows on: measured on the H200 (llama-3.1-8b decode step), at
@@ -1269,35 +1296,45 @@ void launch_bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, 
       (!bias || aligned(bias))) {
     const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 8) + s.kv_heads * s.head_dim / 8;
     const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
-    launch(bias_rope_store_vec_kernel<C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, kc,
-           vc);
+    launch(bias_rope_store_vec_kernel<A, C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s,
+           kc, vc);
     ITERA_CUDA_CHECK_LAUNCH();
     return;
   }
   const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 2) + s.kv_heads * s.head_dim;
   const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
-  launch(bias_rope_store_kernel<C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, kc, vc);
+  launch(bias_rope_store_kernel<A, C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s, kc,
+         vc);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
-                     std::int64_t rows, const attention_shape& s, void* k_cache, void* v_cache, bool keep_rows,
-                     cudaStream_t stream) {
+template <class A>
+void bias_rope_store(A* qkv, const A* bias, const float* inv_freq, const std::int32_t* start, std::int64_t rows,
+                     const attention_shape& s, void* k_cache, void* v_cache, bool keep_rows, cudaStream_t stream) {
+  check_cache_type<A>(s, "llm bias_rope_store");
   const bool fp8 = s.kv == kv_storage::fp8_e4m3;
   if (fp8 && keep_rows)
-    launch_bias_rope_store<fp8_code, true>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
+    launch_bias_rope_store<A, fp8_code, true>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
   else if (fp8)
-    launch_bias_rope_store<fp8_code, false>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
+    launch_bias_rope_store<A, fp8_code, false>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
   else if (keep_rows)
-    launch_bias_rope_store<bf16, true>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
+    launch_bias_rope_store<A, A, true>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
   else
-    launch_bias_rope_store<bf16, false>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
+    launch_bias_rope_store<A, A, false>(qkv, bias, inv_freq, start, rows, s, k_cache, v_cache, stream);
 }
 
+template <class A>
+void check_cache_type(const attention_shape& s, const char* who) {
+  if (s.kv == kv_storage::fp8_e4m3 || s.kv == (is_fp16<A> ? kv_storage::fp16 : kv_storage::bf16)) return;
+  throw std::invalid_argument(itera::cuda::cat(who, ": a 16-bit KV cache holds the activations' type (",
+                                               is_fp16<A> ? "fp16" : "bf16", "), not the other one"));
+}
+
+template <class A>
 void prepare_attention(const attention_shape& s) {
-  prepare_decode_attention(s);
+  prepare_decode_attention<A>(s);
   // The longest a general kernel may need: scores over max_context keys (a decode, or a prefill
   // of the whole context).
   const std::size_t bytes = attention_shared_bytes(s, false);
@@ -1313,14 +1350,16 @@ void prepare_attention(const attention_shape& s) {
     throw std::invalid_argument(itera::cuda::cat("llm attention: a context of ", s.max_context,
                                                  " tokens needs ", bytes, " bytes of shared memory for its scores; ",
                                                  "this device allows ", optin, " per block"));
-  for (const void* fn : {reinterpret_cast<const void*>(attention_rows), reinterpret_cast<const void*>(attention_bf16_cache),
-                         reinterpret_cast<const void*>(attention_fp8_cache)})
+  for (const void* fn : {reinterpret_cast<const void*>(attention_rows<A>),
+                         reinterpret_cast<const void*>(attention_16bit_cache<A>),
+                         reinterpret_cast<const void*>(attention_fp8_cache<A>)})
     ITERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-void attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
-               std::int64_t rows, const attention_shape& s, bool prefill, float scale, bf16* out,
-               cudaStream_t stream) {
+template <class A>
+void attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start, std::int64_t rows,
+               const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream) {
+  check_cache_type<A>(s, "llm attention");
   if (prefill && s.rows_per_seq > 1 && prefill_attention(qkv, rows, s, scale, out, stream))
     return;
   if (!prefill && s.rows_per_seq == 1 && decode_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream))
@@ -1331,26 +1370,27 @@ void attention(const bf16* qkv, const void* k_cache, const void* v_cache, const 
                                                  prefill ? s.rows_per_seq : s.max_context, " keys"));
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(s.heads));
   if (prefill)
-    launch(attention_rows, grid, attention_threads, bytes, stream, qkv, static_cast<const bf16*>(nullptr),
-           static_cast<const bf16*>(nullptr), start, s, scale, out);
+    launch(attention_rows<A>, grid, attention_threads, bytes, stream, qkv, static_cast<const A*>(nullptr),
+           static_cast<const A*>(nullptr), start, s, scale, out);
   else if (s.kv == kv_storage::fp8_e4m3)
-    launch(attention_fp8_cache, grid, attention_threads, bytes, stream, qkv, static_cast<const fp8_code*>(k_cache),
+    launch(attention_fp8_cache<A>, grid, attention_threads, bytes, stream, qkv, static_cast<const fp8_code*>(k_cache),
            static_cast<const fp8_code*>(v_cache), start, s, scale, out);
   else
-    launch(attention_bf16_cache, grid, attention_threads, bytes, stream, qkv, static_cast<const bf16*>(k_cache),
-           static_cast<const bf16*>(v_cache), start, s, scale, out);
+    launch(attention_16bit_cache<A>, grid, attention_threads, bytes, stream, qkv, static_cast<const A*>(k_cache),
+           static_cast<const A*>(v_cache), start, s, scale, out);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-void swiglu(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream) {
+template <class A>
+void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream) {
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if (intermediate % 8 == 0 && aligned(gate_up) && aligned(act)) {
     const std::int64_t words = intermediate / 8;
-    launch(swiglu8_kernel, blocks_for(static_cast<std::uint64_t>(rows * words)), block_threads, 0, stream,
+    launch(swiglu8_kernel<A>, blocks_for(static_cast<std::uint64_t>(rows * words)), block_threads, 0, stream,
            reinterpret_cast<const uint4*>(gate_up), reinterpret_cast<uint4*>(act), rows, words);
   } else {
     const auto total = static_cast<std::uint64_t>(rows * intermediate);
-    launch(swiglu_kernel, blocks_for(total), block_threads, 0, stream, gate_up, act, rows, intermediate);
+    launch(swiglu_kernel<A>, blocks_for(total), block_threads, 0, stream, gate_up, act, rows, intermediate);
   }
   ITERA_CUDA_CHECK_LAUNCH();
 }
@@ -1376,7 +1416,7 @@ bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const v
 }
 
 namespace {
-void check_gemv(std::int64_t out_rows, std::int64_t in, const void* w, const bf16* x, std::int64_t tokens,
+void check_gemv(std::int64_t out_rows, std::int64_t in, const void* w, const void* x, std::int64_t tokens,
                 bool fp32_out, float beta, bool fp8) {
   if (!gemv_supported(tokens, in, w, x, fp8))
     throw std::invalid_argument(itera::cuda::cat("llm gemv: tokens ", tokens, " (1..", gemv_max_tokens, "), in ", in,
@@ -1384,48 +1424,52 @@ void check_gemv(std::int64_t out_rows, std::int64_t in, const void* w, const bf1
                                                  ") and 16-byte aligned operands needed"));
   if (out_rows < 1 || out_rows * tokens > INT32_MAX)
     throw std::invalid_argument(itera::cuda::cat("llm gemv: ", out_rows, " output rows out of range"));
-  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv: bf16 output takes beta = 0 only");
+  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv: 16-bit output takes beta = 0 only");
 }
 }  // namespace
 
-void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
+template <class A>
+void gemv(const A* w, std::int64_t out_rows, std::int64_t in, const A* x, std::int64_t tokens, void* out,
           bool fp32_out, float beta, cudaStream_t stream) {
   check_gemv(out_rows, in, w, x, tokens, fp32_out, beta, false);
-  gemv_tokens<w_bf16>(w, nullptr, static_cast<int>(out_rows), static_cast<int>(in / 8), x, tokens, out, fp32_out, beta,
-                      stream);
+  gemv_tokens<A, w_16bit<A>>(w, nullptr, static_cast<int>(out_rows), static_cast<int>(in / 8), x, tokens, out, fp32_out,
+                             beta, stream);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const bf16* x,
+template <class A>
+void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const A* x,
               std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
   check_gemv(out_rows, in, w, x, tokens, fp32_out, beta, true);
-  gemv_tokens<w_fp8>(w, scales, static_cast<int>(out_rows), static_cast<int>(in / 16), x, tokens, out, fp32_out, beta,
-                     stream);
+  gemv_tokens<A, w_fp8>(w, scales, static_cast<int>(out_rows), static_cast<int>(in / 16), x, tokens, out, fp32_out,
+                        beta, stream);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 bool gemv_rms_norm_supported(std::int64_t tokens, std::int64_t in, const void* w, const float* x,
-                             const bf16* norm_weight, bool fp8) {
+                             const void* norm_weight, bool fp8) {
   return gemv_supported(tokens, in, w, x, fp8) && reinterpret_cast<std::uintptr_t>(norm_weight) % 16 == 0 &&
          rms_staged_bytes(tokens, in) <= gemv_rms_norm_max_staged;
 }
 
+template <class A>
 void prepare_gemv_rms_norm(std::int64_t tokens, std::int64_t in) {
   if (tokens < 1 || tokens > gemv_max_tokens || in < 1 || rms_staged_bytes(tokens, in) > gemv_rms_norm_max_staged)
     return;
   const std::size_t shared = rms_staged_bytes(tokens, in);
   with_tokens(tokens, [&](auto t) {
     constexpr int T = decltype(t)::value;
-    for (const void* kernel : {reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_bf16, T, false>),
-                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_bf16, T, true>),
-                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_fp8, T, false>),
-                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<w_fp8, T, true>)})
+    for (const void* kernel : {reinterpret_cast<const void*>(&gemv_rms_norm_kernel<A, w_16bit<A>, T, false>),
+                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<A, w_16bit<A>, T, true>),
+                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<A, w_fp8, T, false>),
+                               reinterpret_cast<const void*>(&gemv_rms_norm_kernel<A, w_fp8, T, true>)})
       (void)resident_blocks(kernel, shared);
   });
 }
 
+template <class A>
 void gemv_rms_norm(const void* w, const float* scales, std::int64_t out_rows, std::int64_t in, const float* x,
-                   std::int64_t in_stride, std::int64_t in_offset, const bf16* norm_weight, float eps,
+                   std::int64_t in_stride, std::int64_t in_offset, const A* norm_weight, float eps,
                    std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
   const bool fp8 = scales != nullptr;
   if (!gemv_rms_norm_supported(tokens, in, w, x, norm_weight, fp8))
@@ -1434,29 +1478,30 @@ void gemv_rms_norm(const void* w, const float* scales, std::int64_t out_rows, st
         ", tokens x in x 2 bytes at most ", gemv_rms_norm_max_staged, ") and 16-byte aligned operands needed"));
   if (out_rows < 1 || out_rows * tokens > INT32_MAX)
     throw std::invalid_argument(itera::cuda::cat("llm gemv_rms_norm: ", out_rows, " output rows out of range"));
-  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv_rms_norm: bf16 output takes beta = 0 only");
+  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv_rms_norm: 16-bit output takes beta = 0 only");
   const int chunks = static_cast<int>(in / (fp8 ? 16 : 8));
   with_tokens(tokens, [&](auto t) {
     constexpr int T = decltype(t)::value;
     if (fp8)
-      launch_gemv_rms_norm<w_fp8, T>(w, scales, static_cast<int>(out_rows), chunks, x, in_stride, in_offset,
-                                     norm_weight, eps, out, fp32_out, beta, stream);
+      launch_gemv_rms_norm<A, w_fp8, T>(w, scales, static_cast<int>(out_rows), chunks, x, in_stride, in_offset,
+                                        norm_weight, eps, out, fp32_out, beta, stream);
     else
-      launch_gemv_rms_norm<w_bf16, T>(w, nullptr, static_cast<int>(out_rows), chunks, x, in_stride, in_offset,
-                                      norm_weight, eps, out, fp32_out, beta, stream);
+      launch_gemv_rms_norm<A, w_16bit<A>, T>(w, nullptr, static_cast<int>(out_rows), chunks, x, in_stride, in_offset,
+                                             norm_weight, eps, out, fp32_out, beta, stream);
   });
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-bool gemv_swiglu_supported(std::int64_t tokens, std::int64_t intermediate, const void* w, const bf16* gate_up,
+bool gemv_swiglu_supported(std::int64_t tokens, std::int64_t intermediate, const void* w, const void* gate_up,
                            bool fp8) {
   // Each token's up half starts intermediate elements after its gate half: 16-byte aligned because
   // gemv_supported asks intermediate % 8 == 0.
   return gemv_supported(tokens, intermediate, w, gate_up, fp8) && 2 * intermediate / 8 <= INT32_MAX;
 }
 
+template <class A>
 void gemv_swiglu(const void* w, const float* scales, std::int64_t out_rows, std::int64_t intermediate,
-                 const bf16* gate_up, std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
+                 const A* gate_up, std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
   const bool fp8 = scales != nullptr;
   if (!gemv_swiglu_supported(tokens, intermediate, w, gate_up, fp8))
     throw std::invalid_argument(itera::cuda::cat("llm gemv_swiglu: tokens ", tokens, " (1..", gemv_max_tokens,
@@ -1464,15 +1509,16 @@ void gemv_swiglu(const void* w, const float* scales, std::int64_t out_rows, std:
                                                  ") and 16-byte aligned operands needed"));
   if (out_rows < 1 || out_rows * tokens > INT32_MAX)
     throw std::invalid_argument(itera::cuda::cat("llm gemv_swiglu: ", out_rows, " output rows out of range"));
-  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv_swiglu: bf16 output takes beta = 0 only");
+  if (!fp32_out && beta != 0.0f) throw std::invalid_argument("llm gemv_swiglu: 16-bit output takes beta = 0 only");
   const int chunks = static_cast<int>(intermediate / (fp8 ? 16 : 8));
   with_tokens(tokens, [&](auto t) {
     constexpr int T = decltype(t)::value;
     if (fp8)
-      launch_gemv_swiglu<w_fp8, T>(w, scales, static_cast<int>(out_rows), chunks, gate_up, out, fp32_out, beta, stream);
+      launch_gemv_swiglu<A, w_fp8, T>(w, scales, static_cast<int>(out_rows), chunks, gate_up, out, fp32_out, beta,
+                                      stream);
     else
-      launch_gemv_swiglu<w_bf16, T>(w, nullptr, static_cast<int>(out_rows), chunks, gate_up, out, fp32_out, beta,
-                                    stream);
+      launch_gemv_swiglu<A, w_16bit<A>, T>(w, nullptr, static_cast<int>(out_rows), chunks, gate_up, out, fp32_out,
+                                           beta, stream);
   });
   ITERA_CUDA_CHECK_LAUNCH();
 }
@@ -1484,39 +1530,76 @@ void fill_init_fp8(std::uint8_t* codes, float* scales, std::int64_t rows, std::i
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, bf16* out,
+template <class A>
+void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, A* out,
                     cudaStream_t stream) {
   const auto count = static_cast<std::uint64_t>(rows * cols);
   if (count == 0) return;
   if (cols % 16 != 0 || reinterpret_cast<std::uintptr_t>(codes) % 16 != 0 || reinterpret_cast<std::uintptr_t>(out) % 16 != 0)
     throw std::invalid_argument(itera::cuda::cat("llm dequantise_fp8: ", cols,
                                                  " columns (a multiple of 16) and 16-byte aligned buffers needed"));
-  launch(dequantise_fp8_kernel, blocks_for(count / 16), block_threads, 0, stream, codes, scales, cols, count, out);
+  launch(dequantise_fp8_kernel<A>, blocks_for(count / 16), block_threads, 0, stream, codes, scales, cols, count, out);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-void quantise_rows_fp8(const bf16* in, std::int64_t rows, std::int64_t cols, std::uint8_t* codes, float* scales,
+template <class A>
+void quantise_rows_fp8(const A* in, std::int64_t rows, std::int64_t cols, std::uint8_t* codes, float* scales,
                        cudaStream_t stream) {
   if (rows == 0) return;
   if (cols % 8 != 0 || reinterpret_cast<std::uintptr_t>(in) % 16 != 0 || reinterpret_cast<std::uintptr_t>(codes) % 8 != 0)
     throw std::invalid_argument(itera::cuda::cat("llm quantise_rows_fp8: ", cols,
                                                  " columns (a multiple of 8) and aligned buffers needed"));
-  launch(quantise_rows_fp8_kernel, static_cast<unsigned>(rows), rms_threads, 0, stream, in, cols, codes, scales);
+  launch(quantise_rows_fp8_kernel<A>, static_cast<unsigned>(rows), rms_threads, 0, stream, in, cols, codes, scales);
 }
 
+template <class A>
 void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_t cols, const float* col_scale,
-                   const float* row_scale, float beta, cudaStream_t stream) {
+                   const float* row_scale, float beta, float sums_scale, cudaStream_t stream) {
   const auto count = static_cast<std::uint64_t>(rows * cols);
   if (count == 0) return;
   if (!fp32) {
     if (d != out || beta != 0.0f || cols % 8 != 0 || reinterpret_cast<std::uintptr_t>(d) % 16 != 0)
-      throw std::invalid_argument("llm scale_product: bf16 sums are scaled in place, beta 0, columns a multiple of 8");
-    launch(scale_product_bf16_kernel, blocks_for(count / 8), block_threads, 0, stream, static_cast<bf16*>(d), cols,
-           count / 8, col_scale, row_scale);
+      throw std::invalid_argument("llm scale_product: 16-bit sums are scaled in place, beta 0, columns a multiple of 8");
+    if (!is_fp16<A> && sums_scale != 1.0f)
+      throw std::invalid_argument("llm scale_product: bf16 sums are never scaled down (fp32's range)");
+    launch(scale_product_16bit_kernel<A>, blocks_for(count / 8), block_threads, 0, stream, static_cast<A*>(d), cols,
+           count / 8, col_scale, row_scale, 1.0f / sums_scale);
     return;
   }
   launch(scale_add_product_f32_kernel, blocks_for(count), block_threads, 0, stream, static_cast<const float*>(d),
          static_cast<float*>(out), cols, count, col_scale, row_scale, beta);
 }
+
+// The two compute types' instances of every template above.
+#define ITERA_LLM_KERNELS_FOR(A)                                                                                       \
+  template void fill_init<A, A>(A*, std::uint64_t, int, std::uint64_t, cudaStream_t);                                   \
+  template void embed<A>(const std::int32_t*, const A*, float*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t); \
+  template void rms_norm<A>(const float*, std::int64_t, std::int64_t, const A*, A*, std::int64_t, std::int64_t, float,  \
+                            cudaStream_t);                                                                             \
+  template void bias_rope_store<A>(A*, const A*, const float*, const std::int32_t*, std::int64_t,                      \
+                                   const attention_shape&, void*, void*, bool, cudaStream_t);                          \
+  template void check_cache_type<A>(const attention_shape&, const char*);                                              \
+  template void prepare_attention<A>(const attention_shape&);                                                          \
+  template void attention<A>(const A*, const void*, const void*, const std::int32_t*, std::int64_t,                    \
+                             const attention_shape&, bool, float, A*, cudaStream_t);                                   \
+  template void swiglu<A>(const A*, A*, std::int64_t, std::int64_t, cudaStream_t);                                     \
+  template void gemv<A>(const A*, std::int64_t, std::int64_t, const A*, std::int64_t, void*, bool, float, cudaStream_t); \
+  template void gemv_fp8<A>(const std::uint8_t*, const float*, std::int64_t, std::int64_t, const A*, std::int64_t,     \
+                            void*, bool, float, cudaStream_t);                                                         \
+  template void prepare_gemv_rms_norm<A>(std::int64_t, std::int64_t);                                                  \
+  template void gemv_rms_norm<A>(const void*, const float*, std::int64_t, std::int64_t, const float*, std::int64_t,    \
+                                 std::int64_t, const A*, float, std::int64_t, void*, bool, float, cudaStream_t);       \
+  template void gemv_swiglu<A>(const void*, const float*, std::int64_t, std::int64_t, const A*, std::int64_t, void*,   \
+                               bool, float, cudaStream_t);                                                             \
+  template void dequantise_fp8<A>(const std::uint8_t*, const float*, std::int64_t, std::int64_t, A*, cudaStream_t);    \
+  template void quantise_rows_fp8<A>(const A*, std::int64_t, std::int64_t, std::uint8_t*, float*, cudaStream_t);      \
+  template void scale_product<A>(void*, void*, bool, std::int64_t, std::int64_t, const float*, const float*, float,    \
+                                 float, cudaStream_t);
+ITERA_LLM_KERNELS_FOR(bf16)
+ITERA_LLM_KERNELS_FOR(fp16)
+#undef ITERA_LLM_KERNELS_FOR
+// 16-bit weights held in the other 16-bit compute type (converted once, at load).
+template void fill_init<fp16, bf16>(bf16*, std::uint64_t, int, std::uint64_t, cudaStream_t);
+template void fill_init<bf16, fp16>(fp16*, std::uint64_t, int, std::uint64_t, cudaStream_t);
 
 }  // namespace itera::kernels::llm

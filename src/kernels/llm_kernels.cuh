@@ -1,48 +1,64 @@
 #pragma once
 // Kernels of the llm cuda engine (workloads/llm/llm_cuda.cu): everything but the larger matrix
 // products, which run in cuBLASLt (gemv below takes those of at most gemv_max_tokens rows).
-// Activations are row-major [rows x width]; the residual stream is fp32, everything else bf16;
-// arithmetic is fp32. Each launcher checks its launch and throws on error.
+// Activations are row-major [rows x width]; the residual stream is fp32, everything else of the
+// compute type A, bf16 or fp16 (common.cuh): the launchers are templates on it, instantiated for
+// both; arithmetic is fp32. 16-bit weights are of type A too (the engine converts weights stored
+// in the other 16-bit type at load). Each launcher checks its launch and throws on error.
 //
 // Rows and positions. A forward pass runs T = sequences x rows_per_seq rows, row t belonging to
 // sequence t / rows_per_seq at position start[seq] + t % rows_per_seq, where start (device int32,
 // one per sequence) is the number of tokens the sequence held before the pass. Positions are read
 // on the device, so a decode step's launches do not change from step to step (CUDA-graph ready).
 //
-// KV cache of one layer: K and V each [sequence][kv_head][max_context][head_dim], bf16 or fp8 e4m3
-// codes (attention_shape::kv). An fp8 cache has one fp32 scale per tensor fixed at 1 (what vLLM
-// runs without calibration): the codes are the values, saturated to +-448 when stored, never NaN.
-// Decode reads the cache; a prefill (every sequence empty before the pass: the engine's prefill
-// starts at position 0) reads the pass's own K and V rows of qkv at bf16, whatever the cache holds,
-// as serving engines do with an fp8 cache (llm_cpu.hpp: the cpu reference does the same).
+// KV cache of one layer: K and V each [sequence][kv_head][max_context][head_dim], of the compute
+// type A or fp8 e4m3 codes (attention_shape::kv; a 16-bit cache of the other type is refused). An
+// fp8 cache has one fp32 scale per tensor fixed at 1 (what vLLM runs without calibration): the
+// codes are the values, saturated to +-448 when stored, never NaN. Decode reads the cache; a
+// prefill (every sequence empty before the pass: the engine's prefill starts at position 0) reads
+// the pass's own K and V rows of qkv in A, whatever the cache holds, as serving engines do with an
+// fp8 cache (llm_cpu.hpp: the cpu reference does the same).
+//
+// fp16's range. The residual stream, the scores and the softmax are fp32 and P is below 256, so
+// what fp16 holds is bounded by the model: RMSNorm outputs (|w| sqrt(hidden) at most), q, k, v,
+// the attention output (a mean of V rows), gate, up and silu(gate) up, the cache. A model whose
+// projections exceed 65504 overflows to infinity there in fp16 (and not in bf16).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace itera::kernels::llm {
 
 using bf16 = __nv_bfloat16;
+using fp16 = __half;
 
-// out[i] = bf16(init_value(kind, seed, i)) for i < count: the weights' deterministic init
-// (workloads/llm/weights.hpp), rounded to nearest even as the host's round_to_storage does.
-void fill_init_bf16(bf16* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream);
+// out[i] = A(Stored(init_value(kind, seed, i))) for i < count: the weights' deterministic init
+// (workloads/llm/weights.hpp), rounded to nearest even in their storage type as the host's
+// round_to_storage does, then held in the compute type A (a second rounding where they differ).
+template <class Stored, class A>
+void fill_init(A* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream);
 
 // x[t][:] = table[tokens[t]][:] widened to fp32 (ids clamped into the vocabulary).
-void embed(const std::int32_t* tokens, const bf16* table, float* x, std::int64_t rows, std::int64_t hidden,
+template <class A>
+void embed(const std::int32_t* tokens, const A* table, float* x, std::int64_t rows, std::int64_t hidden,
            std::int64_t vocab, cudaStream_t stream);
 
 // x[rows[i]][:] = values[i][:] widened to fp32, for i < count: given input vectors (a multimodal
-// model's image tokens) over the embedded tokens.
+// model's image tokens, bf16 whatever the compute type) over the embedded tokens.
 void scatter_rows(const std::int32_t* rows, const bf16* values, float* x, std::int64_t count, std::int64_t hidden,
                   cudaStream_t stream);
 
-// out[r] = bf16(weight * x[in_row] / sqrt(mean(x[in_row]^2) + eps)), in_row = r * in_stride + in_offset.
-void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const bf16* weight, bf16* out,
+// out[r] = A(weight * x[in_row] / sqrt(mean(x[in_row]^2) + eps)), in_row = r * in_stride + in_offset.
+template <class A>
+void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const A* weight, A* out,
               std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream);
 
-// The KV cache's element: bf16, or an fp8 e4m3 code (one byte).
-enum class kv_storage { bf16, fp8_e4m3 };
+// The KV cache's element: bf16, fp16 (each only with the compute type of its name), or an fp8
+// e4m3 code (one byte).
+enum class kv_storage { bf16, fp16, fp8_e4m3 };
 
 struct attention_shape {
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
@@ -51,26 +67,30 @@ struct attention_shape {
   kv_storage kv = kv_storage::bf16;
 };
 
+// std::invalid_argument naming `who` when s.kv is the 16-bit type that is not A.
+template <class A>
+void check_cache_type(const attention_shape& s, const char* who);
+
 // qkv: [T][q_dim + 2 kv_dim] as the fused projection wrote it (q | k | v). Adds the bias (when not
 // null), rotates q and k (rotate_half, angle = float(position) * inv_freq[i]), writes q back in
-// place and k, v into the layer's cache at each row's position: rounded from fp32 to bf16, or to
+// place and k, v into the layer's cache at each row's position: rounded from fp32 to A, or to
 // e4m3 codes (__nv_cvt_float_to_fp8, nearest even, __NV_SATFINITE) for an fp8 cache. keep_rows
-// (a prefill): also the rotated k (and, with a bias, the biased v) back into qkv as bf16, where
-// the prefill's attention reads them.
-void bias_rope_store(bf16* qkv, const bf16* bias, const float* inv_freq, const std::int32_t* start,
-                     std::int64_t rows, const attention_shape& s, void* k_cache, void* v_cache, bool keep_rows,
-                     cudaStream_t stream);
+// (a prefill): also the rotated k (and, with a bias, the biased v) back into qkv as A, where the
+// prefill's attention reads them.
+template <class A>
+void bias_rope_store(A* qkv, const A* bias, const float* inv_freq, const std::int32_t* start, std::int64_t rows,
+                     const attention_shape& s, void* k_cache, void* v_cache, bool keep_rows, cudaStream_t stream);
 
 // out[t][head] = softmax(q K^T * scale) V over positions 0..position(t) of t's sequence, query
 // head h reading kv head h / (heads / kv_heads). Reads q from qkv (row stride q_dim + 2 kv_dim).
 // prefill: the sequences were empty before the pass (start 0) and K, V are the pass's own rows of
-// qkv (bias_rope_store with keep_rows), bf16: prefill_attention where it takes the shape. Otherwise
+// qkv (bias_rope_store with keep_rows), of A: prefill_attention where it takes the shape. Otherwise
 // (decode) K and V come from the caches, of element s.kv: decode_attention below where it takes
 // the shape. What neither takes runs one block per (row, head), the scores in shared memory (one
 // float per key: max_context, or rows_per_seq for a prefill).
-void attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
-               std::int64_t rows, const attention_shape& s, bool prefill, float scale, bf16* out,
-               cudaStream_t stream);
+template <class A>
+void attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start, std::int64_t rows,
+               const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream);
 // Decode attention (llm_decode_attention.cu): head_dim 16, 32, 64, 128 or 256, at most 8 query
 // heads per kv head. With at least one (row, kv head) pair per SM and head_dim 64 or 128: one
 // block per pair on tensor cores (the group's query heads as the rows of the mma). Otherwise a
@@ -78,13 +98,15 @@ void attention(const bf16* qkv, const void* k_cache, const void* v_cache, const 
 // cluster of decode_attention_splits(rows * kv_heads) blocks shares a row's keys, merged through
 // distributed shared memory. Online softmax, merges in a fixed order. Returns false, launching
 // nothing, for a shape it does not take. An fp8 cache (s.kv) is copied into shared memory as
-// codes (half the bytes) and widened there: to fp32 in registers on CUDA cores, to a bf16 tile per
-// warp for the tensor cores.
+// codes (half the bytes) and widened there: to fp32 in registers on CUDA cores, to a tile of A per
+// warp for the tensor cores (e4m3 values are exact in bf16 and in fp16).
 bool decode_attention_supported(const attention_shape& s);
 int decode_attention_splits(std::int64_t pairs);
+template <class A>
 void prepare_decode_attention(const attention_shape& s);
-bool decode_attention(const bf16* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
-                      std::int64_t rows, const attention_shape& s, float scale, bf16* out, cudaStream_t stream);
+template <class A>
+bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
+                      std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream);
 // Causal attention of a prefill pass (rows_per_seq > 1) on tensor cores, tiles of 64 queries x 64
 // keys with an online softmax (llm_prefill_attention.cu): head_dim 16, 32, 64 or 128, sm_80 and
 // later. K and V are the pass's own rows of qkv (bias_rope_store with keep_rows), so every
@@ -92,14 +114,17 @@ bool decode_attention(const bf16* qkv, const void* k_cache, const void* v_cache,
 // read). Returns false, launching nothing, for a shape it does not take (attention() then runs its
 // general kernel).
 bool prefill_attention_supported(const attention_shape& s);
-bool prefill_attention(const bf16* qkv, std::int64_t rows, const attention_shape& s, float scale, bf16* out,
+template <class A>
+bool prefill_attention(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out,
                        cudaStream_t stream);
 // The dynamic shared memory attention needs, and whether the device allows it (sets the kernel's
 // attribute when above the default 48 KiB). Throws when max_context is too long for this kernel.
+template <class A>
 void prepare_attention(const attention_shape& s);
 
-// act[t][i] = bf16(silu(gu[t][i]) * gu[t][inter + i]).
-void swiglu(const bf16* gate_up, bf16* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream);
+// act[t][i] = A(silu(gu[t][i]) * gu[t][inter + i]).
+template <class A>
+void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream);
 
 // out[r] = first index of the largest value of logits row r * in_stride + in_offset.
 void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
@@ -107,8 +132,8 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
 
 // Small-token matrix product, bandwidth-bound (decode): for t < tokens, o < out_rows,
 //   out[t * out_rows + o] = sum_i w[o * in + i] * x[t * in + i]   (+ beta * out[...] for fp32 output)
-// w bf16 [out_rows][in] row-major, x bf16 [tokens][in], fp32 accumulation; out fp32 (fp32_out) or
-// bf16 (beta must be 0). Each warp owns gemv_rows_per_warp consecutive output rows and streams them
+// w [out_rows][in] row-major and x [tokens][in] of A, fp32 accumulation; out fp32 (fp32_out) or
+// A (beta must be 0). Each warp owns gemv_rows_per_warp consecutive output rows and streams them
 // with 16-byte loads, several in flight per lane; x is read through L1 (it is tokens * in * 2 bytes).
 // When out_rows is small, the warps of a block split K for the same rows (2, 4 or 8 slices, chosen
 // from out_rows and in only) and add their partial sums in shared memory in a fixed order, so a
@@ -120,70 +145,95 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
 constexpr std::int64_t gemv_max_tokens = 4;
 constexpr int gemv_rows_per_warp = 2;
 bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x, bool fp8 = false);
-void gemv(const bf16* w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens, void* out,
+template <class A>
+void gemv(const A* w, std::int64_t out_rows, std::int64_t in, const A* x, std::int64_t tokens, void* out,
           bool fp32_out, float beta, cudaStream_t stream);
 // The same with fp8 e4m3 weights (codes [out_rows][in], in % 16 == 0) and one fp32 scale per
 // output row: out = scale[o] * sum_i code[o][i] x[t][i], codes widened to fp32 in registers.
-void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const bf16* x,
+template <class A>
+void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const A* x,
               std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
 
 // Fused decode products: the gemv above with its input formed in the kernel from what the small
 // kernel before it would have read, which then is not launched (each launch of a decode step at
-// batch 1 costs a few microseconds, mostly latency). w: bf16 [out_rows][in], or fp8 e4m3 codes
+// batch 1 costs a few microseconds, mostly latency). w: [out_rows][in] of A, or fp8 e4m3 codes
 // with one fp32 scale per row when scales is not null (in % 16 == 0); out, fp32_out and beta as in
 // gemv. Tokens 1..gemv_max_tokens; the results equal the unfused pair's up to the summation order.
 //
 // gemv_rms_norm: out = rms_norm(x) W^T for x fp32 [tokens] rows at t * in_stride + in_offset (as
-// rms_norm reads them; 16-byte aligned, in % 8 == 0), norm_weight bf16 [in]. Each block normalises
-// the rows once into shared memory (bf16, tokens x in x 2 bytes, at most gemv_rms_norm_max_staged:
+// rms_norm reads them; 16-byte aligned, in % 8 == 0), norm_weight [in] of A. Each block normalises
+// the rows once into shared memory (A, tokens x in x 2 bytes, at most gemv_rms_norm_max_staged:
 // what a block gets without opting in to more, which would need a per-kernel attribute set outside
 // stream capture; llama-3.1-8b's 4096 at 4 tokens is 32 KiB) and then runs the product over as many
 // tiles of rows as the grid, sized to stay resident, hands it. Rounds each element as rms_norm
-// does (bf16(w * (x * scale)), scale = rsqrt(mean square + eps)); the sum of squares is added in
-// another order, so a normalised element can differ from rms_norm's by one bf16 ulp, rarely. Same
+// does (A(w * (x * scale)), scale = rsqrt(mean square + eps)); the sum of squares is added in
+// another order, so a normalised element can differ from rms_norm's by one ulp of A, rarely. Same
 // split and per-output summation order as gemv: otherwise identical results.
 // prepare_gemv_rms_norm asks once (per device and shape) how many blocks stay resident, which a
 // launch otherwise asks the first time: call it before capturing a stream that launches them.
 constexpr std::int64_t gemv_rms_norm_max_staged = 47 * 1024;
 bool gemv_rms_norm_supported(std::int64_t tokens, std::int64_t in, const void* w, const float* x,
-                             const bf16* norm_weight, bool fp8);
+                             const void* norm_weight, bool fp8);
+template <class A>
 void prepare_gemv_rms_norm(std::int64_t tokens, std::int64_t in);
+template <class A>
 void gemv_rms_norm(const void* w, const float* scales, std::int64_t out_rows, std::int64_t in, const float* x,
-                   std::int64_t in_stride, std::int64_t in_offset, const bf16* norm_weight, float eps,
+                   std::int64_t in_stride, std::int64_t in_offset, const A* norm_weight, float eps,
                    std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
-// gemv_swiglu: out = swiglu(gate_up) W^T, gate_up bf16 [tokens][2 intermediate] (gate | up, 16-byte
+// gemv_swiglu: out = swiglu(gate_up) W^T, gate_up [tokens][2 intermediate] of A (gate | up, 16-byte
 // aligned, intermediate % 8 == 0), W [out_rows][intermediate]: each lane forms its 16-byte chunk
-// of act = bf16(silu(g) * u) from the same chunk of g and u in registers, rounded as swiglu does
+// of act = A(silu(g) * u) from the same chunk of g and u in registers, rounded as swiglu does
 // (any intermediate: nothing is staged). Every warp forms the activations of its K slice for its
 // rows (eight rows per warp, against the gemv's two), so SwiGLU's work is repeated out_rows / 8
 // times: instructions that compete with the product's for issue slots. gemv_swiglu_pays: whether
 // that stays well under the slots a bandwidth-bound product leaves free (the cost model is in
 // llm_kernels.cu): bf16 weights up to 2 tokens; fp8 (twice the values per byte) not, measured.
-bool gemv_swiglu_supported(std::int64_t tokens, std::int64_t intermediate, const void* w, const bf16* gate_up,
+bool gemv_swiglu_supported(std::int64_t tokens, std::int64_t intermediate, const void* w, const void* gate_up,
                            bool fp8);
 // Measured on the H200 (llama-3.1-8b decode step, CUDA graph, 2026-11-30): bf16 at 1 row the
 // down product with SwiGLU formed in it took 969 us a step against 967 + 40 for swiglu then gemv;
 // at 2 rows the step 4.717 against 4.740 ms; fp8 at 1 row 721 us against 603 + 40: not fused.
 constexpr bool gemv_swiglu_pays(std::int64_t tokens, bool fp8) { return !fp8 && tokens <= 2; }
+template <class A>
 void gemv_swiglu(const void* w, const float* scales, std::int64_t out_rows, std::int64_t intermediate,
-                 const bf16* gate_up, std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
+                 const A* gate_up, std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
 
 // fp8 weights generated on the device (weights.hpp: round_tensor): row r of a [rows][cols] tensor
 // of init values (bf16-rounded) becomes scales[r] = fp8_row_scale(max |row|) and codes[r][i] =
 // e4m3(value / scale), as the host quantises them.
 void fill_init_fp8(std::uint8_t* codes, float* scales, std::int64_t rows, std::int64_t cols, int init_kind,
                    std::uint64_t seed, cudaStream_t stream);
-// Activations for an fp8 product: row r of in [rows][cols] (cols % 8 == 0) becomes scales[r] =
+// Activations for an fp8 product: row r of in [rows][cols] of A (cols % 8 == 0) becomes scales[r] =
 // fp8_row_scale(max |row|) and codes[r][i] = e4m3(in / scale), as quantise_fp8_rows does on the host.
-void quantise_rows_fp8(const bf16* in, std::int64_t rows, std::int64_t cols, std::uint8_t* codes, float* scales,
+template <class A>
+void quantise_rows_fp8(const A* in, std::int64_t rows, std::int64_t cols, std::uint8_t* codes, float* scales,
                        cudaStream_t stream);
+// What an fp8 product of reduction length k with 16-bit output (A) multiplies its unscaled sums
+// by (its alpha), so that they fit A: 1 for bf16 (fp32's range); for fp16 the largest power of
+// two that keeps k x 448^2 (every code at e4m3's largest) within 65504. The activations' codes
+// reach 448 in every row (one scale per token) and the weights' in every output channel, so
+// without it a typical sum (sqrt(k) x ~110^2, 8e5 at k = 4096) would be far past fp16's range.
+// A power of two: exact, and scale_product divides it out exactly.
+template <class A>
+constexpr float fp8_sums_scale(std::int64_t k) {
+  if constexpr (std::is_same_v<A, bf16>) {
+    return 1.0f;
+  } else {
+    double s = 1.0;
+    while (s * static_cast<double>(k) * 448.0 * 448.0 > 65504.0) s /= 2;
+    return static_cast<float>(s);
+  }
+}
 // The scales of an fp8 product applied to its unscaled sums d [rows][cols]: times col_scale[c]
-// (per weight row) and row_scale[r] (per token). bf16 (fp32 false): in place (d == out, beta 0);
-// fp32: out = beta out + scaled d.
+// (per weight row) and row_scale[r] (per token). 16-bit (fp32 false): in place (d == out, beta 0),
+// the sums having been multiplied by sums_scale (fp8_sums_scale<A>: 1 for bf16), divided out
+// first; fp32: out = beta out + scaled d (sums_scale unused: the product ran with alpha 1).
+template <class A>
 void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_t cols, const float* col_scale,
-                   const float* row_scale, float beta, cudaStream_t stream);
-// out[r][i] = bf16(code[r][i] * scales[r]): fp8 weights for a cuBLASLt bf16 product.
-void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, bf16* out,
+                   const float* row_scale, float beta, float sums_scale, cudaStream_t stream);
+// out[r][i] = A(code[r][i] * scales[r]): fp8 weights for a cuBLASLt product in A.
+template <class A>
+void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, A* out,
                     cudaStream_t stream);
 
 // length[i] = min(length[i] + by, limit) for i < count. The limit keeps a free slot (which

@@ -6,8 +6,10 @@
 // the keys from position 0 to the tile's last query position, so the work follows the causal
 // triangle (the heaviest tiles are launched first). Q, K and V all come from the pass's fused qkv
 // rows (row stride q_dim + 2 kv_dim; bias_rope_store left the rotated k there): the sequence was
-// empty before the pass, so whatever the cache stores (bf16 or fp8), the prefill attends in bf16.
+// empty before the pass, so whatever the cache stores (16-bit or fp8), the prefill attends in the
+// compute type A (bf16 or fp16).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -24,14 +26,15 @@ namespace {
 using flash::tile_q;
 
 // Grid (query tiles, heads, sequences); block x takes tile (tiles - 1 - x), the heaviest first.
-template <int D>
+template <class A, int D>
 struct causal_prefill_policy {
+  using element = A;
   static constexpr bool causal = true;
-  const bf16* qkv;
+  const A* qkv;
   attention_shape sh;
-  bf16* out;
+  A* out;
 
-  __device__ flash::block_work work() const {
+  __device__ flash::block_work<A> work() const {
     const std::int64_t seq = blockIdx.z;
     const int head = static_cast<int>(blockIdx.y);
     const std::int64_t q0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * tile_q;
@@ -39,7 +42,7 @@ struct causal_prefill_policy {
     const std::int64_t qkv_width = (sh.heads + 2 * sh.kv_heads) * D;
     const std::int64_t first_pos = q0;  // the sequence was empty: row i of the pass is position i
     const std::int64_t row0 = seq * sh.rows_per_seq + q0;  // the tile's first row in the pass
-    flash::block_work w;
+    flash::block_work<A> w;
     w.q = qkv + row0 * qkv_width + static_cast<std::int64_t>(head) * D;
     w.q_stride = qkv_width;
     w.rows = rows;
@@ -49,16 +52,16 @@ struct causal_prefill_policy {
   }
 
   // The K and V of the head's kv head in this sequence's own rows of the pass (bias_rope_store
-  // left the rotated k and the biased v there), bf16 whatever the cache stores: a prefill starts
+  // left the rotated k and the biased v there), of A whatever the cache stores: a prefill starts
   // from an empty sequence (start 0, as the engine's prefill does), so key j is the sequence's row j.
-  __device__ flash::kv_rows kv() const {
+  __device__ flash::kv_rows<A> kv() const {
     const int kv_head = static_cast<int>(blockIdx.y) / static_cast<int>(sh.heads / sh.kv_heads);
     const std::int64_t qkv_width = (sh.heads + 2 * sh.kv_heads) * D;
-    const bf16* k = qkv + static_cast<std::int64_t>(blockIdx.z) * sh.rows_per_seq * qkv_width + (sh.heads + kv_head) * D;
+    const A* k = qkv + static_cast<std::int64_t>(blockIdx.z) * sh.rows_per_seq * qkv_width + (sh.heads + kv_head) * D;
     return {k, k + sh.kv_heads * D, qkv_width};
   }
 
-  __device__ flash::block_output output() const {
+  __device__ flash::block_output<A> output() const {
     const std::int64_t q0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * tile_q;
     const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.z) * sh.rows_per_seq + q0;
     const std::int64_t q_dim = sh.heads * D;
@@ -66,13 +69,12 @@ struct causal_prefill_policy {
   }
 };
 
-template <int D>
-bool run_prefill(const bf16* qkv, std::int64_t rows, const attention_shape& s, float scale, bf16* out,
-                 cudaStream_t stream) {
+template <class A, int D>
+bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
   const std::int64_t seqs = rows / s.rows_per_seq;
   const dim3 grid(static_cast<unsigned>((s.rows_per_seq + tile_q - 1) / tile_q), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(seqs));
-  const causal_prefill_policy<D> policy{qkv, s, out};
+  const causal_prefill_policy<A, D> policy{qkv, s, out};
   flash::launch_attention<D>(policy, grid, scale, stream);
   return true;
 }
@@ -82,20 +84,24 @@ bool run_prefill(const bf16* qkv, std::int64_t rows, const attention_shape& s, f
 bool prefill_attention_supported(const attention_shape& s) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0) return false;
   if (s.head_dim != 16 && s.head_dim != 32 && s.head_dim != 64 && s.head_dim != 128) return false;
-  return device_compute_major() >= 8;  // bf16 mma.sync and ldmatrix need sm_80
+  return device_compute_major() >= 8;  // bf16 (and fp16 m16n8k16) mma.sync and ldmatrix need sm_80
 }
 
-bool prefill_attention(const bf16* qkv, std::int64_t rows, const attention_shape& s, float scale, bf16* out,
+template <class A>
+bool prefill_attention(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out,
                        cudaStream_t stream) {
   if (s.rows_per_seq < 2 || rows % s.rows_per_seq != 0 || rows / s.rows_per_seq > 65535) return false;
   if (!prefill_attention_supported(s)) return false;
   switch (s.head_dim) {
-    case 16: return run_prefill<16>(qkv, rows, s, scale, out, stream);
-    case 32: return run_prefill<32>(qkv, rows, s, scale, out, stream);
-    case 64: return run_prefill<64>(qkv, rows, s, scale, out, stream);
-    case 128: return run_prefill<128>(qkv, rows, s, scale, out, stream);
+    case 16: return run_prefill<A, 16>(qkv, rows, s, scale, out, stream);
+    case 32: return run_prefill<A, 32>(qkv, rows, s, scale, out, stream);
+    case 64: return run_prefill<A, 64>(qkv, rows, s, scale, out, stream);
+    case 128: return run_prefill<A, 128>(qkv, rows, s, scale, out, stream);
     default: return false;
   }
 }
+
+template bool prefill_attention<bf16>(const bf16*, std::int64_t, const attention_shape&, float, bf16*, cudaStream_t);
+template bool prefill_attention<fp16>(const fp16*, std::int64_t, const attention_shape&, float, fp16*, cudaStream_t);
 
 }  // namespace itera::kernels::llm

@@ -1,12 +1,16 @@
 #pragma once
 // Building blocks of the tensor-core kernels (sm_80 and later): asynchronous copies into shared
-// memory, a bank-conflict-free tile layout for ldmatrix, ldmatrix itself, and the bf16 mma.sync
-// m16n8k16 with fp32 accumulators. Fragment layouts are the PTX ISA's: for lane l, g = l / 4 and
+// memory, a bank-conflict-free tile layout for ldmatrix, ldmatrix itself, and the mma.sync
+// m16n8k16 on bf16 or fp16 inputs (common.cuh: the compute type A) with fp32 accumulators. The
+// copies and ldmatrix move 16-bit elements whatever they hold. Fragment layouts are the PTX ISA's: for lane l, g = l / 4 and
 // t = l % 4; A (16 x 16) a0 = (g, 2t..2t+1), a1 = (g + 8, ..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..);
 // B (16 x 8) b0 = (k 2t..2t+1, n g), b1 = (k 2t + 8.., n g); C (16 x 8) c0, c1 = (g, 2t..), c2, c3 = (g + 8, 2t..).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
+
+#include "src/kernels/common.cuh"
 
 namespace itera::kernels {
 
@@ -25,7 +29,7 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Byte offset of 16-byte chunk c of row r in a [rows][D] bf16 tile, arranged so that the eight
+// Byte offset of 16-byte chunk c of row r in a [rows][D] tile of 16-bit elements, arranged so that the eight
 // rows an ldmatrix reads at one column (rows 8i .. 8i + 7) fall in distinct banks. D / 8 a power
 // of two: chunks XOR-swizzled within groups of up to eight. D = 80 (ten chunks, the padded head
 // dimension 72): a row starts two chunks further along the 128-byte bank line than the one before,
@@ -54,13 +58,22 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
                : "r"(addr));
 }
 
-// d += a b: m16n8k16, bf16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// d += a b: m16n8k16, inputs of A (bf16 or fp16; the fragments' layout is the same), fp32
+// accumulators.
+template <class A>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (is_fp16<A>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Accumulator fragments c[n] (each the m16n8 C fragment of columns 8n ..) times a per row: a_lo for
@@ -76,16 +89,11 @@ __device__ __forceinline__ void scale_rows(float (&c)[N][4], float a_lo, float a
   }
 }
 
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-
-// `count` rows of D bf16 from src (row stride `stride` elements) into a swizzled tile, rows at or
-// past `valid` zero-filled, the 16-byte chunks dealt over `threads` threads.
-template <int D, int threads>
-__device__ __forceinline__ void load_tile(unsigned char* dst, const __nv_bfloat16* src, std::int64_t stride, int count,
-                                          int valid) {
+// `count` rows of D 16-bit elements E from src (row stride `stride` elements) into a swizzled
+// tile, rows at or past `valid` zero-filled, the 16-byte chunks dealt over `threads` threads.
+template <int D, int threads, class E>
+__device__ __forceinline__ void load_tile(unsigned char* dst, const E* src, std::int64_t stride, int count, int valid) {
+  static_assert(sizeof(E) == 2, "rows of 16-bit elements");
   constexpr int chunks = D / 8;
   for (int i = static_cast<int>(threadIdx.x); i < count * chunks; i += threads) {
     const int r = i / chunks, c = i % chunks;
@@ -94,11 +102,11 @@ __device__ __forceinline__ void load_tile(unsigned char* dst, const __nv_bfloat1
   }
 }
 
-// The same for rows of D bf16 held as DP (D rounded up to a multiple of 16) in the tile: chunks at
-// or past D / 8 are zero-filled too.
-template <int D, int DP, int threads>
-__device__ __forceinline__ void load_tile_padded(unsigned char* dst, const __nv_bfloat16* src, std::int64_t stride,
-                                                 int count, int valid) {
+// The same for rows of D elements held as DP (D rounded up to a multiple of 16) in the tile:
+// chunks at or past D / 8 are zero-filled too.
+template <int D, int DP, int threads, class E>
+__device__ __forceinline__ void load_tile_padded(unsigned char* dst, const E* src, std::int64_t stride, int count,
+                                                 int valid) {
   if constexpr (D == DP) {
     load_tile<D, threads>(dst, src, stride, count, valid);
   } else {

@@ -242,18 +242,19 @@ __global__ void embed_kernel(embed_args a, std::uint64_t items, int per_item) {
 // of the image as keys.
 template <int D>
 struct image_policy {
+  using element = bf16;
   static constexpr bool causal = false;
   const bf16* qkv;
   bf16* out;
   std::int64_t tokens, hidden;
 
-  __device__ flash::block_work work() const {
+  __device__ flash::block_work<bf16> work() const {
     const std::int64_t image = blockIdx.z;
     const std::int64_t head = blockIdx.y;
     const std::int64_t q0 = static_cast<std::int64_t>(blockIdx.x) * flash::tile_q;
     const std::int64_t width = 3 * hidden;
     const bf16* base = qkv + image * tokens * width + head * D;
-    flash::block_work w;
+    flash::block_work<bf16> w;
     w.q = base + q0 * width;
     w.q_stride = width;
     w.rows = static_cast<int>(min(static_cast<std::int64_t>(flash::tile_q), tokens - q0));
@@ -263,13 +264,13 @@ struct image_policy {
   }
 
   // K and V: the column blocks after q of the image's rows.
-  __device__ flash::kv_rows kv() const {
+  __device__ flash::kv_rows<bf16> kv() const {
     const std::int64_t width = 3 * hidden;
     const bf16* base = qkv + static_cast<std::int64_t>(blockIdx.z) * tokens * width + static_cast<std::int64_t>(blockIdx.y) * D;
     return {base + hidden, base + 2 * hidden, width};
   }
 
-  __device__ flash::block_output output() const {
+  __device__ flash::block_output<bf16> output() const {
     const std::int64_t q0 = static_cast<std::int64_t>(blockIdx.x) * flash::tile_q;
     const std::int64_t image = blockIdx.z, head = blockIdx.y;
     return {out + (image * tokens + q0) * hidden + head * D, hidden};

@@ -8,6 +8,12 @@
 // roundings per layer over two layers plus the final norm, independent, give about 0.4% rms on the
 // logits, so the normalised error ||gpu - ref|| / ||ref|| should land near 5e-3; 2e-2 leaves a
 // factor of four for correlated errors while an indexing or layout bug gives errors of order 1.
+//
+// fp16 compute (engine_options::compute) rounds the same activations to 11 significant bits where
+// bf16 keeps 8: a unit roundoff eight times smaller (2^-11 against 2^-8), so its logits should
+// land near 5e-3 / 8 ~ 6e-4 from the reference (fp32, the same weight values);
+// fp16_logits_tolerance leaves the same factor of four over twice that. Nothing else changes
+// numerically: sums, softmax and the residual are fp32 in both.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,6 +54,23 @@ TEST(llm_cuda, matches_cpu_reference) { GTEST_SKIP() << "built without the cuda 
 using namespace itera::llm;
 
 constexpr double logits_tolerance = 2e-2;
+constexpr double fp16_logits_tolerance = 5e-3;
+
+// The logits tolerance of a compute type against the cpu reference.
+double tolerance_for(dtype compute) { return compute == dtype::fp16 ? fp16_logits_tolerance : logits_tolerance; }
+
+// The weights a case of `compute` runs in the tests below: values of that type (the cpu reference
+// computes with the same values in fp32).
+model_weights weights_for(const model_config& c, dtype compute, std::uint64_t seed) {
+  return random_weights(c, compute, seed);
+}
+
+engine_options computing(engine_options o, dtype compute) {
+  o.compute = compute;
+  o.weights = compute;
+  o.kv = compute;
+  return o;
+}
 
 double normalised_error(const float* gpu, const float* ref, std::size_t n) {
   return itera::test::normalised_error({gpu, n}, {ref, n});
@@ -475,107 +498,127 @@ TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
 // tensor-core kernel this device runs (attention_choice.hpp: wgmma on an H100/H200, mma.sync):
 // 333 tokens (six key tiles, the last partial, so the wgmma kernel's three-buffer ring wraps and
 // its diagonal tiles fall mid-tile), two sequences, logits of every 37th position and the last
-// against the cpu reference, and the two kernels' logits against each other.
+// against the cpu reference, and the two kernels' logits against each other; in bf16 and in fp16
+// compute (fp16 weights and cache: the kernels' f16 mma.sync and wgmma instructions).
 TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
   using itera::kernels::attention_kernel;
-  for (const auto& [head_dim, heads, kv_heads] : {std::tuple{64, 4, 2}, std::tuple{128, 8, 2}}) {
-    const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
-    const model_weights w = random_weights(c, dtype::bf16, 41);
-    const reference_model ref(w);
-    constexpr std::int64_t batch = 2, prompt = 333;
-    const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, static_cast<std::uint32_t>(head_dim) + 7);
-    engine_options opts;
-    opts.batch = batch;
-    opts.max_context = prompt + 4;
-    opts.max_prompt = prompt;
-    opts.all_position_logits = true;
-    const auto vocab = static_cast<std::size_t>(c.vocab);
-    std::vector<std::vector<float>> want(batch);
-    for (std::int64_t b = 0; b < batch; ++b) {
-      auto seq = ref.new_sequence();
-      want[static_cast<std::size_t>(b)] =
-          ref.prefill(seq, std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
+  for (const dtype compute : {dtype::bf16, dtype::fp16})
+    for (const auto& [head_dim, heads, kv_heads] : {std::tuple{64, 4, 2}, std::tuple{128, 8, 2}}) {
+      SCOPED_TRACE(std::string(dtype_name(compute)) + " compute, head_dim " + std::to_string(head_dim));
+      const double tolerance = tolerance_for(compute);
+      const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
+      const model_weights w = weights_for(c, compute, 41);
+      const reference_model ref(w);
+      constexpr std::int64_t batch = 2, prompt = 333;
+      const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, static_cast<std::uint32_t>(head_dim) + 7);
+      engine_options opts;
+      opts.batch = batch;
+      opts.max_context = prompt + 4;
+      opts.max_prompt = prompt;
+      opts.all_position_logits = true;
+      opts = computing(opts, compute);
+      const auto vocab = static_cast<std::size_t>(c.vocab);
+      std::vector<std::vector<float>> want(batch);
+      for (std::int64_t b = 0; b < batch; ++b) {
+        auto seq = ref.new_sequence();
+        want[static_cast<std::size_t>(b)] =
+            ref.prefill(seq, std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
+      }
+      std::vector<std::vector<float>> got;
+      for (const auto k : {attention_kernel::wgmma, attention_kernel::mma_sync}) {
+        const itera::test::attention_kernel_scope choice(k);
+        const auto ran = itera::kernels::attention_kernel_for(head_dim);
+        if (ran != k) continue;  // no wgmma kernel on this device: mma.sync is the other pass
+        cuda_engine eng(*m_dev, w, opts);
+        got.push_back(eng.prefill(ids, prompt, true));
+        const auto& logits = got.back();
+        std::vector<std::int64_t> positions;
+        for (std::int64_t t = 0; t < prompt; t += 37) positions.push_back(t);
+        positions.push_back(prompt - 1);
+        double worst = 0;
+        for (std::int64_t b = 0; b < batch; ++b)
+          for (const std::int64_t t : positions) {
+            const double e =
+                normalised_error(logits.data() + static_cast<std::size_t>(b * prompt + t) * vocab,
+                                 want[static_cast<std::size_t>(b)].data() + static_cast<std::size_t>(t) * vocab, vocab);
+            worst = std::max(worst, e);
+            EXPECT_LT(e, tolerance) << itera::kernels::attention_kernel_name(ran) << ", sequence " << b << ", position "
+                                    << t;
+          }
+        std::printf("causal prefill of %lld tokens, %s compute, head_dim %d, %s: worst sampled logits error %.3g "
+                    "(tolerance %.3g)\n",
+                    static_cast<long long>(prompt), std::string(dtype_name(compute)).c_str(), head_dim,
+                    itera::kernels::attention_kernel_name(ran), worst, tolerance);
+      }
+      if (got.size() == 2) {
+        const double between = normalised_error(got[0].data(), got[1].data(), got[0].size());
+        std::printf("%s compute, head_dim %d: wgmma against mma.sync, all %lld positions: normalised difference %.3g\n",
+                    std::string(dtype_name(compute)).c_str(), head_dim, static_cast<long long>(batch * prompt), between);
+        EXPECT_LT(between, tolerance);
+      }
     }
-    std::vector<std::vector<float>> got;
-    for (const auto k : {attention_kernel::wgmma, attention_kernel::mma_sync}) {
-      const itera::test::attention_kernel_scope choice(k);
-      const auto ran = itera::kernels::attention_kernel_for(head_dim);
-      if (ran != k) continue;  // no wgmma kernel on this device: mma.sync is the other pass
-      cuda_engine eng(*m_dev, w, opts);
-      got.push_back(eng.prefill(ids, prompt, true));
-      const auto& logits = got.back();
-      std::vector<std::int64_t> positions;
-      for (std::int64_t t = 0; t < prompt; t += 37) positions.push_back(t);
-      positions.push_back(prompt - 1);
-      double worst = 0;
-      for (std::int64_t b = 0; b < batch; ++b)
-        for (const std::int64_t t : positions) {
-          const double e = normalised_error(logits.data() + static_cast<std::size_t>(b * prompt + t) * vocab,
-                                            want[static_cast<std::size_t>(b)].data() + static_cast<std::size_t>(t) * vocab,
-                                            vocab);
-          worst = std::max(worst, e);
-          EXPECT_LT(e, logits_tolerance) << itera::kernels::attention_kernel_name(ran) << ", head_dim " << head_dim
-                                         << ", sequence " << b << ", position " << t;
-        }
-      std::printf("causal prefill of %lld tokens, head_dim %d, %s: worst sampled logits error %.3g (tolerance %.3g)\n",
-                  static_cast<long long>(prompt), head_dim, itera::kernels::attention_kernel_name(ran), worst,
-                  logits_tolerance);
-    }
-    if (got.size() == 2) {
-      const double between = normalised_error(got[0].data(), got[1].data(), got[0].size());
-      std::printf("head_dim %d: wgmma against mma.sync, all %lld positions: normalised difference %.3g\n", head_dim,
-                  static_cast<long long>(batch * prompt), between);
-      EXPECT_LT(between, logits_tolerance) << "head_dim " << head_dim;
-    }
-  }
 }
 
+// fp16 (the compute type of the same name): the inputs x 128, so that outputs reach the thousands
+// (rms ~2700, the largest of a case ~10^4, 2^13: fp16's top binades, a factor of six below 65504);
+// 16-bit output rounds each element with a relative error of at most 2^-11 (4.9e-4), which bounds
+// the normalised error: 5e-4.
 TEST_F(llm_cuda, small_gemm_matches_fp64) {
   constexpr std::int64_t in = 4096;
   std::mt19937 rng(20261029);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const auto bf16_bits = [&](std::size_t n) {
-    std::vector<std::uint16_t> v(n);
-    for (auto& b : v) b = itera::gemm::numeric::float_to_bf16(u(rng));
-    return v;
-  };
-  for (const std::int64_t out_rows : {std::int64_t{1000}, std::int64_t{1001}})
-    for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{3}, std::int64_t{4}})
-      for (const int kind : {0, 1, 2}) {  // bf16 output, fp32 output, fp32 output adding into a residual
-        const bool fp32_out = kind != 0;
-        const auto w = bf16_bits(static_cast<std::size_t>(out_rows * in));
-        const auto x = bf16_bits(static_cast<std::size_t>(tokens * in));
-        std::vector<float> init;
-        if (kind == 2) {
-          init.resize(static_cast<std::size_t>(out_rows * tokens));
-          for (auto& v : init) v = 8.0f * u(rng);
-        }
-        const auto got = small_gemm(*m_dev, w, out_rows, in, x, tokens, fp32_out, init);
-        ASSERT_EQ(got.size(), static_cast<std::size_t>(out_rows * tokens));
-        std::vector<double> ref(got.size());
-        for (std::int64_t t = 0; t < tokens; ++t)
-          for (std::int64_t o = 0; o < out_rows; ++o) {
-            double acc = init.empty() ? 0.0 : init[static_cast<std::size_t>(t * out_rows + o)];
-            for (std::int64_t i = 0; i < in; ++i)
-              acc += static_cast<double>(itera::gemm::numeric::bf16_to_float(w[static_cast<std::size_t>(o * in + i)])) *
-                     itera::gemm::numeric::bf16_to_float(x[static_cast<std::size_t>(t * in + i)]);
-            ref[static_cast<std::size_t>(t * out_rows + o)] = acc;
+  for (const dtype compute : {dtype::bf16, dtype::fp16}) {
+    const bool half = compute == dtype::fp16;
+    const auto bits = [&](std::size_t n, float scale) {
+      std::vector<std::uint16_t> v(n);
+      for (auto& b : v)
+        b = half ? itera::gemm::numeric::float_to_fp16(scale * u(rng)) : itera::gemm::numeric::float_to_bf16(u(rng));
+      return v;
+    };
+    const auto widen = [&](std::uint16_t b) {
+      return half ? itera::gemm::numeric::fp16_to_float(b) : itera::gemm::numeric::bf16_to_float(b);
+    };
+    for (const std::int64_t out_rows : {std::int64_t{1000}, std::int64_t{1001}})
+      for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{3}, std::int64_t{4}})
+        for (const int kind : {0, 1, 2}) {  // 16-bit output, fp32 output, fp32 output adding into a residual
+          const bool fp32_out = kind != 0;
+          const auto w = bits(static_cast<std::size_t>(out_rows * in), 1.0f);
+          const auto x = bits(static_cast<std::size_t>(tokens * in), 128.0f);
+          std::vector<float> init;
+          if (kind == 2) {
+            init.resize(static_cast<std::size_t>(out_rows * tokens));
+            for (auto& v : init) v = 8.0f * u(rng);
           }
-        double diff = 0, norm = 0;
-        std::size_t unwritten = 0;
-        for (std::size_t i = 0; i < got.size(); ++i) {
-          if (!std::isfinite(got[i])) ++unwritten;
-          diff += (got[i] - ref[i]) * (got[i] - ref[i]);
-          norm += ref[i] * ref[i];
+          const auto got = small_gemm(*m_dev, w, out_rows, in, x, tokens, fp32_out, init, compute);
+          ASSERT_EQ(got.size(), static_cast<std::size_t>(out_rows * tokens));
+          std::vector<double> ref(got.size());
+          for (std::int64_t t = 0; t < tokens; ++t)
+            for (std::int64_t o = 0; o < out_rows; ++o) {
+              double acc = init.empty() ? 0.0 : init[static_cast<std::size_t>(t * out_rows + o)];
+              for (std::int64_t i = 0; i < in; ++i)
+                acc += static_cast<double>(widen(w[static_cast<std::size_t>(o * in + i)])) *
+                       widen(x[static_cast<std::size_t>(t * in + i)]);
+              ref[static_cast<std::size_t>(t * out_rows + o)] = acc;
+            }
+          double diff = 0, norm = 0;
+          std::size_t unwritten = 0;
+          for (std::size_t i = 0; i < got.size(); ++i) {
+            if (!std::isfinite(got[i])) ++unwritten;
+            diff += (got[i] - ref[i]) * (got[i] - ref[i]);
+            norm += ref[i] * ref[i];
+          }
+          const double error = std::sqrt(diff / std::max(norm, 1e-30));
+          const double tolerance = fp32_out ? 1e-5 : half ? 5e-4 : 2.5e-3;
+          std::printf("small gemm %s, %lld x %lld, %lld tokens, %s: normalised error %.3g (tolerance %.3g)\n",
+                      std::string(dtype_name(compute)).c_str(), static_cast<long long>(out_rows),
+                      static_cast<long long>(in), static_cast<long long>(tokens),
+                      kind == 0 ? "16-bit out" : (kind == 1 ? "fp32 out" : "fp32 out += residual"), error, tolerance);
+          EXPECT_EQ(unwritten, 0u) << dtype_name(compute) << ", " << out_rows << " rows, " << tokens << " tokens, kind "
+                                   << kind;
+          EXPECT_LT(error, tolerance) << dtype_name(compute) << ", " << out_rows << " rows, " << tokens
+                                      << " tokens, kind " << kind;
         }
-        const double error = std::sqrt(diff / std::max(norm, 1e-30));
-        const double tolerance = fp32_out ? 1e-5 : 2.5e-3;
-        std::printf("small gemm %lld x %lld, %lld tokens, %s: normalised error %.3g (tolerance %.3g)\n",
-                    static_cast<long long>(out_rows), static_cast<long long>(in), static_cast<long long>(tokens),
-                    kind == 0 ? "bf16 out" : (kind == 1 ? "fp32 out" : "fp32 out += residual"), error, tolerance);
-        EXPECT_EQ(unwritten, 0u) << out_rows << " rows, " << tokens << " tokens, kind " << kind;
-        EXPECT_LT(error, tolerance) << out_rows << " rows, " << tokens << " tokens, kind " << kind;
-      }
+  }
 }
 
 TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
@@ -597,9 +640,16 @@ TEST_F(llm_cuda, tiny_device_generated_weights_match_host_init) {
 
 // fp8 e4m3 weights: the engine quantises the bf16 holder itself; the cpu reference computes with
 // the same codes times their scales (random_weights in fp8_e4m3 rounds exactly as the engine
-// does). Prefill (22 rows: fp8 tensor-core products, or projections dequantised to bf16) and
-// decode (2 rows: the fp8 gemv, exact codes, fp32 sums) against it; the device-generated fp8
-// weights equal the uploaded ones bit for bit (same logits).
+// does). Prefill (22 rows: fp8 tensor-core products, or projections dequantised to the compute
+// type) and decode (2 rows: the fp8 gemv, exact codes, fp32 sums) against it; the device-generated
+// fp8 weights equal the uploaded ones bit for bit (same logits). In bf16 and in fp16 compute: fp16's
+// fp8 products write their sums to fp16 scaled down by fp8_sums_scale (in = 64 here: 2^-8), the
+// rest of the model (bf16 values) is held in fp16.
+//
+// Decode after a prefill on fp8 tensor cores reads K and V that the prefill computed from
+// activations rounded to e4m3: its logits carry that (measured 1.3e-2 to 1.6e-2 in bf16 on the
+// H200, docs/perf/data/2026-11-30-kv-fp8/device_tests.log), whatever the compute type, so those steps
+// keep logits_tolerance; where the prefill dequantises, the compute type's tolerance.
 TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
   const model_config c = preset("tiny");
   constexpr std::uint64_t seed = 20261129;
@@ -611,61 +661,72 @@ TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
   constexpr std::int64_t batch = 2, prompt = 11, steps = 4;
   const auto vocab = static_cast<std::size_t>(c.vocab);
   const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 17);
-  engine_options opts;
-  opts.batch = batch;
-  opts.max_context = prompt + steps + 1;
-  opts.max_prompt = prompt;
-  opts.weights = dtype::fp8_e4m3;
-  cuda_engine eng(*m_dev, bf16_w, opts);
-  cuda_engine generated(*m_dev, c, seed, opts);
-  EXPECT_LT(eng.memory().weights, cuda_engine(*m_dev, bf16_w, [&] {
-              auto o = opts;
-              o.weights = dtype::bf16;
-              return o;
-            }()).memory().weights);
-  EXPECT_NE(eng.precision_note().find("fp8 e4m3"), std::string::npos);
+  for (const dtype compute : {dtype::bf16, dtype::fp16}) {
+    SCOPED_TRACE(std::string(dtype_name(compute)) + " compute");
+    const double tolerance = tolerance_for(compute);
+    engine_options opts;
+    opts.batch = batch;
+    opts.max_context = prompt + steps + 1;
+    opts.max_prompt = prompt;
+    opts = computing(opts, compute);
+    opts.weights = dtype::fp8_e4m3;
+    cuda_engine eng(*m_dev, bf16_w, opts);
+    cuda_engine generated(*m_dev, c, seed, opts);
+    EXPECT_LT(eng.memory().weights, cuda_engine(*m_dev, bf16_w, [&] {
+                auto o = opts;
+                o.weights = compute;
+                return o;
+              }()).memory().weights);
+    EXPECT_NE(eng.precision_note().find("fp8 e4m3"), std::string::npos);
+    EXPECT_NE(eng.precision_note().find(std::string(dtype_name(compute)) + " activations between kernels"),
+              std::string::npos)
+        << eng.precision_note();
 
-  std::vector<sequence> seqs;
-  std::vector<float> want;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    seqs.push_back(ref.new_sequence());
-    const auto l = ref.prefill(seqs.back(), std::span<const std::int32_t>(ids.data() + b * prompt, prompt));
-    want.insert(want.end(), l.end() - static_cast<std::ptrdiff_t>(vocab), l.end());
-  }
-  auto got = eng.prefill(ids, prompt);
-  EXPECT_EQ(generated.prefill(ids, prompt), got) << "device-generated fp8 weights differ from the uploaded ones";
-  double e = normalised_error(got.data(), want.data(), want.size());
-  // Where the prefill's products run on fp8 tensor cores the activations are rounded to e4m3 too
-  // (3 mantissa bits, one scale per token), which the reference does not do: a wider tolerance.
-  const bool fp8_products = cuda_engine::fp8_products_available(*m_dev);
-  const double prefill_tolerance = fp8_products ? 0.1 : logits_tolerance;
-  std::printf("fp8 prefill logits (%s): normalised error %.3g (tolerance %.3g)\n",
-              fp8_products ? "fp8 tensor-core products" : "dequantised bf16 products", e, prefill_tolerance);
-  EXPECT_LT(e, prefill_tolerance);
-  if (fp8_products) {  // the other path, forced, stays within the bf16 tolerance
-    setenv("ITERA_LLM_FP8_PRODUCTS", "0", 1);
-    cuda_engine dequantising(*m_dev, bf16_w, opts);
-    unsetenv("ITERA_LLM_FP8_PRODUCTS");
-    const auto d = dequantising.prefill(ids, prompt);
-    const double de = normalised_error(d.data(), want.data(), want.size());
-    std::printf("fp8 prefill logits (dequantised bf16 products): normalised error %.3g (tolerance %.3g)\n", de,
-                logits_tolerance);
-    EXPECT_LT(de, logits_tolerance);
-    EXPECT_NE(dequantising.precision_note(), eng.precision_note());
-  }
-  for (std::int64_t step = 0; step < steps; ++step) {
-    std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
-    for (std::int64_t b = 0; b < batch; ++b)
-      next[static_cast<std::size_t>(b)] = argmax(std::span<const float>(want.data() + b * c.vocab, vocab));
-    got = eng.decode_step(next);
+    std::vector<sequence> seqs;
+    std::vector<float> want;
     for (std::int64_t b = 0; b < batch; ++b) {
-      const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
-      std::copy(l.begin(), l.end(), want.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+      seqs.push_back(ref.new_sequence());
+      const auto l = ref.prefill(seqs.back(), std::span<const std::int32_t>(ids.data() + b * prompt, prompt));
+      want.insert(want.end(), l.end() - static_cast<std::ptrdiff_t>(vocab), l.end());
     }
-    e = normalised_error(got.data(), want.data(), want.size());
-    std::printf("fp8 decode step %lld (gemv): normalised error %.3g (tolerance %.3g)\n", static_cast<long long>(step + 1),
-                e, logits_tolerance);
-    EXPECT_LT(e, logits_tolerance) << "decode step " << step + 1;
+    auto got = eng.prefill(ids, prompt);
+    EXPECT_EQ(generated.prefill(ids, prompt), got) << "device-generated fp8 weights differ from the uploaded ones";
+    double e = normalised_error(got.data(), want.data(), want.size());
+    // Where the prefill's products run on fp8 tensor cores the activations are rounded to e4m3 too
+    // (3 mantissa bits, one scale per token), which the reference does not do: a wider tolerance.
+    const bool fp8_products = cuda_engine::fp8_products_available(*m_dev, compute);
+    const double prefill_tolerance = fp8_products ? 0.1 : tolerance;
+    std::printf("fp8 prefill logits, %s compute (%s): normalised error %.3g (tolerance %.3g)\n",
+                std::string(dtype_name(compute)).c_str(),
+                fp8_products ? "fp8 tensor-core products" : "dequantised 16-bit products", e, prefill_tolerance);
+    EXPECT_LT(e, prefill_tolerance);
+    if (fp8_products) {  // the other path, forced, stays within the 16-bit tolerance
+      setenv("ITERA_LLM_FP8_PRODUCTS", "0", 1);
+      cuda_engine dequantising(*m_dev, bf16_w, opts);
+      unsetenv("ITERA_LLM_FP8_PRODUCTS");
+      const auto d = dequantising.prefill(ids, prompt);
+      const double de = normalised_error(d.data(), want.data(), want.size());
+      std::printf("fp8 prefill logits, %s compute (dequantised 16-bit products): normalised error %.3g (tolerance "
+                  "%.3g)\n",
+                  std::string(dtype_name(compute)).c_str(), de, tolerance);
+      EXPECT_LT(de, tolerance);
+      EXPECT_NE(dequantising.precision_note(), eng.precision_note());
+    }
+    const double decode_tolerance = fp8_products ? logits_tolerance : tolerance;
+    for (std::int64_t step = 0; step < steps; ++step) {
+      std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+      for (std::int64_t b = 0; b < batch; ++b)
+        next[static_cast<std::size_t>(b)] = argmax(std::span<const float>(want.data() + b * c.vocab, vocab));
+      got = eng.decode_step(next);
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+        std::copy(l.begin(), l.end(), want.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+      }
+      e = normalised_error(got.data(), want.data(), want.size());
+      std::printf("fp8 decode step %lld (gemv), %s compute: normalised error %.3g (tolerance %.3g)\n",
+                  static_cast<long long>(step + 1), std::string(dtype_name(compute)).c_str(), e, decode_tolerance);
+      EXPECT_LT(e, decode_tolerance) << "decode step " << step + 1;
+    }
   }
 }
 
@@ -802,21 +863,23 @@ TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
   }
 }
 
-// The decode kernels with an fp8 cache at the head dims of real models: at batch 2 the CUDA-core
-// kernel split over a cluster (16 codes per 16-byte load from head_dim 32 on), at batch 150 one
-// block per (row, kv head): on tensor cores for head dims 64 and 128 (each warp widens its keys to
-// a bf16 tile), on CUDA cores for 16 and 256. head_dim 256 also takes the general prefill kernel
-// (the tensor-core prefill stops at 128), reading the pass's own rows. A prompt of 37 tokens
-// spans two 32-key tiles of the tensor-core kernel, the second partial. Logits of the first, a
-// middle and the last sequence against the cpu reference, two decode steps.
-TEST_F(llm_cuda, fp8_kv_cache_decode_kernels_match_cpu_reference) {
+// The decode kernels at the head dims of real models, for a compute type and a cache: at batch 2
+// the CUDA-core kernel split over a cluster (fp8: 16 codes per 16-byte load from head_dim 32 on),
+// at batch 150 one block per (row, kv head): on tensor cores for head dims 64 and 128 (an fp8 cache
+// widened by each warp to a tile of the compute type), on CUDA cores for 16 and 256. head_dim 256
+// also takes the general prefill kernel (the tensor-core prefill stops at 128), reading the pass's
+// own rows. A prompt of 37 tokens spans two 32-key tiles of the tensor-core kernel, the second
+// partial. Logits of the first, a middle and the last sequence against the cpu reference (its
+// cache fp8 or fp32 as the engine's is fp8 or 16-bit), two decode steps.
+void decode_kernels_match_cpu_reference(itera::backend& dev, dtype compute, dtype kv, double tolerance) {
   for (const auto& [head_dim, heads, kv_heads] :
        {std::tuple{16, 4, 2}, std::tuple{64, 4, 2}, std::tuple{128, 8, 2}, std::tuple{256, 4, 1}}) {
     const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
-    const model_weights w = random_weights(c, dtype::bf16, 71 + static_cast<std::uint64_t>(head_dim));
-    const reference_model ref(w, dtype::fp8_e4m3);
+    const model_weights w = weights_for(c, compute, 71 + static_cast<std::uint64_t>(head_dim));
+    const reference_model ref(w, kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32);
     for (const std::int64_t batch : {std::int64_t{2}, std::int64_t{150}}) {
-      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", batch " + std::to_string(batch));
+      SCOPED_TRACE(std::string(dtype_name(compute)) + " compute, " + std::string(dtype_name(kv)) + " KV cache, head_dim " +
+                   std::to_string(head_dim) + ", batch " + std::to_string(batch));
       constexpr std::int64_t prompt = 37, steps = 2;
       const std::vector<std::int32_t> ids =
           random_ids(c, batch * prompt, static_cast<std::uint32_t>(head_dim * 1000 + batch));
@@ -824,8 +887,9 @@ TEST_F(llm_cuda, fp8_kv_cache_decode_kernels_match_cpu_reference) {
       opts.batch = batch;
       opts.max_context = prompt + steps + 2;
       opts.max_prompt = prompt;
-      opts.kv = dtype::fp8_e4m3;
-      cuda_engine eng(*m_dev, w, opts);
+      opts = computing(opts, compute);
+      opts.kv = kv;
+      cuda_engine eng(dev, w, opts);
       const auto first = eng.prefill(ids, prompt);
       const auto vocab = static_cast<std::size_t>(c.vocab);
       const std::vector<std::int64_t> checked =
@@ -837,7 +901,7 @@ TEST_F(llm_cuda, fp8_kv_cache_decode_kernels_match_cpu_reference) {
                                                                             ids.begin() + (b + 1) * prompt));
         const double pe = normalised_error(first.data() + static_cast<std::size_t>(b) * vocab,
                                            all.data() + all.size() - vocab, vocab);
-        EXPECT_LT(pe, logits_tolerance) << "prefill, sequence " << b;
+        EXPECT_LT(pe, tolerance_for(compute)) << "prefill, sequence " << b;
       }
       for (std::int64_t step = 0; step < steps; ++step) {
         std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
@@ -850,13 +914,222 @@ TEST_F(llm_cuda, fp8_kv_cache_decode_kernels_match_cpu_reference) {
           const auto want = ref.decode_step(seqs[i], next[static_cast<std::size_t>(b)]);
           const double e = normalised_error(got.data() + static_cast<std::size_t>(b) * vocab, want.data(), vocab);
           worst = std::max(worst, e);
-          EXPECT_LT(e, fp8_kv_tolerance) << "decode step " << step + 1 << ", sequence " << b;
+          EXPECT_LT(e, tolerance) << "decode step " << step + 1 << ", sequence " << b;
         }
-        std::printf("fp8 KV cache, head_dim %d, batch %lld, decode step %lld: worst normalised error %.3g "
+        std::printf("%s compute, %s KV cache, head_dim %d, batch %lld, decode step %lld: worst normalised error %.3g "
                     "(tolerance %.3g)\n",
-                    head_dim, static_cast<long long>(batch), static_cast<long long>(step + 1), worst, fp8_kv_tolerance);
+                    std::string(dtype_name(compute)).c_str(), std::string(dtype_name(kv)).c_str(), head_dim,
+                    static_cast<long long>(batch), static_cast<long long>(step + 1), worst, tolerance);
       }
     }
+  }
+}
+
+TEST_F(llm_cuda, fp8_kv_cache_decode_kernels_match_cpu_reference) {
+  decode_kernels_match_cpu_reference(*m_dev, dtype::bf16, dtype::fp8_e4m3, fp8_kv_tolerance);
+}
+
+// The same kernels' fp16 instances: an fp16 cache (read as fp16, widened to fp32 on CUDA cores or
+// fed to the f16 mma.sync as it is) and an fp8 one widened to fp16 tiles.
+TEST_F(llm_cuda, fp16_decode_kernels_match_cpu_reference) {
+  decode_kernels_match_cpu_reference(*m_dev, dtype::fp16, dtype::fp16, fp16_logits_tolerance);
+  decode_kernels_match_cpu_reference(*m_dev, dtype::fp16, dtype::fp8_e4m3, fp8_kv_tolerance);
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp16 compute (engine_options::compute = fp16) on the tiny preset.
+
+// fp16 weights with an fp16 KV cache and with an fp8 one, against the cpu reference (fp32 with the
+// same fp16 weight values; its cache fp32 or fp8 as the engine's): every prefill position, decode
+// steps fed the reference's tokens, then the device-driven steps eagerly and through the CUDA
+// graph; the plan equals what is allocated; the fp8-cache engine's prefill equals the fp16-cache
+// one's bit for bit (a prefill reads its own rows). Then bf16 compute on the same weight values
+// (converted to bf16 at load): within bf16's tolerance and further from the reference than fp16
+// compute, eight times by the unit roundoffs; fp16 closer by at least half that says the fp16
+// engine rounds to fp16, not to bf16, somewhere along the way.
+TEST_F(llm_cuda, tiny_fp16_compute_matches_cpu_reference) {
+  const model_config c = preset("tiny");
+  constexpr std::uint64_t seed = 16161;
+  constexpr std::int64_t batch = 3, prompt = 11, steps = 5;
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 29);
+  const model_weights w = random_weights(c, dtype::fp16, seed);
+  engine_options opts;
+  opts.batch = batch;
+  opts.max_context = prompt + steps + 1;
+  opts.max_prompt = prompt;
+  opts.all_position_logits = true;
+  opts = computing(opts, dtype::fp16);
+  std::vector<float> want_prefill, fp16_kv_prefill;
+  for (const dtype kv : {dtype::fp16, dtype::fp8_e4m3}) {
+    SCOPED_TRACE(std::string(dtype_name(kv)) + " KV cache");
+    const bool kv8 = kv == dtype::fp8_e4m3;
+    const double decode_tolerance = kv8 ? fp8_kv_tolerance : fp16_logits_tolerance;
+    const reference_model ref(w, kv8 ? dtype::fp8_e4m3 : dtype::fp32);
+    cuda_engine eng(*m_dev, w, with_kv(opts, kv));
+    const auto mem = eng.memory(), plan = cuda_engine::plan(*m_dev, c, with_kv(opts, kv));
+    EXPECT_EQ(plan.kv_cache, mem.kv_cache);
+    EXPECT_EQ(plan.weights, mem.weights);
+    EXPECT_EQ(plan.activations, mem.activations);
+    const std::string note = eng.precision_note();
+    EXPECT_NE(note.find("fp16 activations between kernels"), std::string::npos) << note;
+    EXPECT_NE(note.find(kv8 ? "fp16 weights; fp16 activations" : "fp16 weights and fp16 KV cache"), std::string::npos)
+        << note;
+    EXPECT_EQ(note.find("converted"), std::string::npos) << note;
+
+    // Prefill, every position.
+    const auto got = eng.prefill(ids, prompt, true);
+    std::vector<sequence> seqs;
+    std::vector<float> want;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      seqs.push_back(ref.new_sequence());
+      const auto l = ref.prefill(seqs.back(), std::span<const std::int32_t>(ids.data() + b * prompt, prompt));
+      want.insert(want.end(), l.begin(), l.end());
+    }
+    const double pe = normalised_error(got.data(), want.data(), want.size());
+    std::printf("fp16 compute, %s KV cache: prefill logits (all positions) normalised error %.3g (tolerance %.3g)\n",
+                std::string(dtype_name(kv)).c_str(), pe, fp16_logits_tolerance);
+    EXPECT_LT(pe, fp16_logits_tolerance);
+    if (kv8) {
+      EXPECT_EQ(got, fp16_kv_prefill) << "a prefill reads its own fp16 rows, not the cache";
+    } else {
+      fp16_kv_prefill = got;
+      want_prefill = want;
+    }
+
+    // Decode steps fed the reference's argmax.
+    std::vector<float> last(batch * vocab);
+    for (std::int64_t b = 0; b < batch; ++b)
+      std::copy_n(want.begin() + static_cast<std::ptrdiff_t>((b * prompt + prompt - 1) * c.vocab), c.vocab,
+                  last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+    for (std::int64_t step = 0; step < steps; ++step) {
+      std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+      for (std::int64_t b = 0; b < batch; ++b)
+        next[static_cast<std::size_t>(b)] = argmax(std::span<const float>(last.data() + b * c.vocab, vocab));
+      const auto g = eng.decode_step(next);
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+        std::copy(l.begin(), l.end(), last.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+      }
+      const double e = normalised_error(g.data(), last.data(), last.size());
+      std::printf("fp16 compute, %s KV cache: decode step %lld normalised error %.3g (tolerance %.3g)\n",
+                  std::string(dtype_name(kv)).c_str(), static_cast<long long>(step + 1), e, decode_tolerance);
+      EXPECT_LT(e, decode_tolerance) << "decode step " << step + 1;
+      EXPECT_EQ(eng.read_ids(), [&] {
+        std::vector<std::int32_t> ids_of(static_cast<std::size_t>(batch));
+        for (std::int64_t b = 0; b < batch; ++b)
+          ids_of[static_cast<std::size_t>(b)] = argmax(std::span<const float>(g.data() + b * c.vocab, vocab));
+        return ids_of;
+      }()) << "the argmax kernel on the fp16 engine's logits";
+    }
+
+    // The device-driven step and its CUDA graph: the same tokens.
+    engine_options last_only = with_kv(opts, kv);
+    last_only.all_position_logits = false;
+    cuda_engine eager(*m_dev, w, last_only), graph(*m_dev, w, last_only);
+    (void)eager.prefill(ids, prompt);
+    (void)graph.prefill(ids, prompt);
+    for (std::int64_t step = 0; step < steps; ++step) {
+      eager.decode_device();
+      graph.decode_graph();
+      EXPECT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
+    }
+  }
+
+  // bf16 compute on the same fp16 weight values.
+  engine_options b = opts;
+  b = computing(b, dtype::bf16);
+  b.weights = dtype::fp16;
+  cuda_engine bf16_eng(*m_dev, w, b);
+  EXPECT_NE(bf16_eng.precision_note().find("fp16 values converted to bf16 at load"), std::string::npos)
+      << bf16_eng.precision_note();
+  const auto bf16_got = bf16_eng.prefill(ids, prompt, true);
+  const double e16 = normalised_error(fp16_kv_prefill.data(), want_prefill.data(), want_prefill.size());
+  const double e_bf16 = normalised_error(bf16_got.data(), want_prefill.data(), want_prefill.size());
+  std::printf("prefill logits against the reference: fp16 compute %.3g, bf16 compute (fp16 weights converted) %.3g\n",
+              e16, e_bf16);
+  EXPECT_LT(e_bf16, logits_tolerance);
+  EXPECT_LT(e16, e_bf16 / 2) << "fp16 compute should be closer to fp32 than bf16 compute";
+}
+
+// Weights generated on the device equal the host's random_weights uploaded, bit for bit, for every
+// pairing of a 16-bit storage type with a compute type (the other type's values rounded a second
+// time, on the device as at upload) and for fp8 weights at fp16 compute (the rest bf16 values held
+// in fp16): the same logits.
+TEST_F(llm_cuda, fp16_device_generated_weights_match_host_init) {
+  const model_config c = preset("tiny");
+  constexpr std::uint64_t seed = 606;
+  const std::vector<std::int32_t> ids = {5, 17, 200, 3, 9, 101, 44, 250};
+  for (const auto& [compute, weights] : {std::pair{dtype::fp16, dtype::fp16}, std::pair{dtype::fp16, dtype::bf16},
+                                         std::pair{dtype::bf16, dtype::fp16}, std::pair{dtype::fp16, dtype::fp8_e4m3}}) {
+    SCOPED_TRACE(std::string(dtype_name(compute)) + " compute, " + std::string(dtype_name(weights)) + " weights");
+    engine_options opts;
+    opts.batch = 2;
+    opts.max_context = 16;
+    opts = computing(opts, compute);
+    opts.weights = weights;
+    cuda_engine uploaded(*m_dev, random_weights(c, weights == dtype::fp8_e4m3 ? dtype::bf16 : weights, seed), opts);
+    cuda_engine generated(*m_dev, c, seed, opts);
+    const auto a = uploaded.prefill(ids, 4);
+    const auto b = generated.prefill(ids, 4);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(a, b);
+  }
+}
+
+// Large activations in fp16: layer 0's V made 2^14 times larger and its gate and up 2^4 and 2^6
+// times (powers of two: the fp16 weights stay exact), so that the values fp16 holds reach its top
+// binades without passing 65504. Estimates for the tiny preset (hidden 64, weights of std 0.02, the
+// norm's output of std ~1): v of std 0.16 x 2^14 ~ 2600, the largest of the prompt's 18 x 32
+// values ~ 3.5 std ~ 9000 (in the cache, the prefill's rows and the attention output, a weighted
+// mean of V rows); gate ~ 2.6 std and up ~ 10 std, silu(gate) x up at most a few hundred. Every
+// logit finite and within the fp16 tolerance of the reference; the reference holds the same
+// weights, so what is compared is fp16's relative precision at large magnitudes.
+TEST_F(llm_cuda, fp16_compute_holds_large_activations) {
+  const model_config c = preset("tiny");
+  model_weights w = random_weights(c, dtype::fp16, 4096);
+  for (auto& v : w.layers[0].v_proj) v *= 16384.0f;
+  for (auto& v : w.layers[0].gate_proj) v *= 16.0f;
+  for (auto& v : w.layers[0].up_proj) v *= 64.0f;
+  const reference_model ref(w);
+  constexpr std::int64_t batch = 2, prompt = 9, steps = 3;
+  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 41);
+  engine_options opts;
+  opts.batch = batch;
+  opts.max_context = prompt + steps + 1;
+  opts.max_prompt = prompt;
+  opts = computing(opts, dtype::fp16);
+  cuda_engine eng(*m_dev, w, opts);
+  const auto first = eng.prefill(ids, prompt);
+  std::vector<sequence> seqs;
+  std::vector<float> want;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    seqs.push_back(ref.new_sequence());
+    const auto l = ref.prefill(seqs.back(), std::vector<std::int32_t>(ids.begin() + b * prompt,
+                                                                      ids.begin() + (b + 1) * prompt));
+    want.insert(want.end(), l.end() - c.vocab, l.end());
+  }
+  const auto finite = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  };
+  EXPECT_TRUE(finite(first)) << "prefill logits";
+  const double pe = normalised_error(first.data(), want.data(), want.size());
+  std::printf("fp16 compute, large activations: prefill logits normalised error %.3g (tolerance %.3g)\n", pe,
+              fp16_logits_tolerance);
+  EXPECT_LT(pe, fp16_logits_tolerance);
+  for (std::int64_t step = 0; step < steps; ++step) {
+    const std::vector<std::int32_t> next = {static_cast<std::int32_t>(7 + step), static_cast<std::int32_t>(131 - step)};
+    const auto got = eng.decode_step(next);
+    std::vector<float> step_want;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+      step_want.insert(step_want.end(), l.begin(), l.end());
+    }
+    EXPECT_TRUE(finite(got)) << "decode step " << step + 1;
+    const double e = normalised_error(got.data(), step_want.data(), step_want.size());
+    std::printf("fp16 compute, large activations: decode step %lld normalised error %.3g (tolerance %.3g)\n",
+                static_cast<long long>(step + 1), e, fp16_logits_tolerance);
+    EXPECT_LT(e, fp16_logits_tolerance) << "decode step " << step + 1;
   }
 }
 
@@ -913,16 +1186,20 @@ TEST_F(llm_cuda, fp8_kv_cache_saturates_at_the_store) {
 TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
   // ITERA_LLM_TIMING_BATCH sets the batch (default 1), ITERA_LLM_TIMING_WEIGHTS and
-  // ITERA_LLM_TIMING_KV the weights and the KV cache (bf16 or fp8_e4m3).
+  // ITERA_LLM_TIMING_KV the weights and the KV cache (bf16, fp16 or fp8_e4m3),
+  // ITERA_LLM_TIMING_COMPUTE the compute type (bf16 or fp16; the cache follows it unless set).
   const model_config c = preset("llama-3.1-8b");
   constexpr std::int64_t context = 512, steps = 32, record_steps = 8;
   const char* batch_env = std::getenv("ITERA_LLM_TIMING_BATCH");
   const std::int64_t batch = batch_env ? std::max<std::int64_t>(1, std::atoll(batch_env)) : 1;
-  const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");  // bf16 (default) or fp8_e4m3
+  const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");  // bf16 (default), fp16 or fp8_e4m3
   const dtype weights = weights_env ? parse_dtype(weights_env) : dtype::bf16;
-  const char* kv_env = std::getenv("ITERA_LLM_TIMING_KV");  // bf16 (default) or fp8_e4m3
-  const dtype kv = kv_env ? parse_dtype(kv_env) : dtype::bf16;
+  const char* compute_env = std::getenv("ITERA_LLM_TIMING_COMPUTE");  // bf16 (default) or fp16
+  const dtype compute = compute_env ? parse_dtype(compute_env) : dtype::bf16;
+  const char* kv_env = std::getenv("ITERA_LLM_TIMING_KV");  // the compute type (default) or fp8_e4m3
+  const dtype kv = kv_env ? parse_dtype(kv_env) : compute;
   engine_options opts;
+  opts.compute = compute;
   opts.weights = weights;
   opts.kv = kv;
   opts.batch = batch;
@@ -949,9 +1226,10 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
     const std::vector<std::int64_t> mid(static_cast<std::size_t>(batch), held + steps / 2);
     const auto work = decode_step_work(c, weights, kv, mid);
     const double gbps = work.bytes_moved() / (ms * 1e-3) / 1e9;
-    std::printf("llama-3.1-8b %s decode, %s KV cache, batch %lld, context ~%lld, %s: %.3f ms/step, %.1f tokens/s, "
-                "%.0f GB/s (%.3g GB moved per step)\n",
-                std::string(dtype_name(weights)).c_str(), std::string(dtype_name(kv)).c_str(),
+    std::printf("llama-3.1-8b %s decode, %s compute, %s KV cache, batch %lld, context ~%lld, %s: %.3f ms/step, "
+                "%.1f tokens/s, %.0f GB/s (%.3g GB moved per step)\n",
+                std::string(dtype_name(weights)).c_str(), std::string(dtype_name(compute)).c_str(),
+                std::string(dtype_name(kv)).c_str(),
                 static_cast<long long>(batch), static_cast<long long>(mid[0]), graph ? "CUDA graph" : "eager launches",
                 ms, 1e3 * static_cast<double>(batch) / ms, gbps, work.bytes_moved() / 1e9);
     EXPECT_GT(ms, 0);
@@ -986,15 +1264,20 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
 TEST_F(llm_cuda, prefill_timing_llama_3_1_8b_shape) {
   // Not a gate: where a prefill's time goes at the llama-3.1-8b shape, batch 1 (issue 3's target:
   // 2048 tokens at 80% of the bf16 GEMM ceiling). ITERA_LLM_PREFILL_TOKENS sets the prompt (default
-  // 2048), ITERA_LLM_TIMING_WEIGHTS the weights. Prints each stage's device time per pass and, for
-  // the products and the attention, the FLOP/s it reaches.
+  // 2048), ITERA_LLM_TIMING_WEIGHTS the weights, ITERA_LLM_TIMING_COMPUTE the compute type (and the
+  // cache with it). Prints each stage's device time per pass and, for the products and the
+  // attention, the FLOP/s it reaches.
   const model_config c = preset("llama-3.1-8b");
   const char* tokens_env = std::getenv("ITERA_LLM_PREFILL_TOKENS");
   const std::int64_t prompt = tokens_env ? std::max<std::int64_t>(2, std::atoll(tokens_env)) : 2048;
   const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");
   const dtype weights = weights_env ? parse_dtype(weights_env) : dtype::bf16;
+  const char* compute_env = std::getenv("ITERA_LLM_TIMING_COMPUTE");
+  const dtype compute = compute_env ? parse_dtype(compute_env) : dtype::bf16;
   constexpr int passes = 3;
   engine_options opts;
+  opts.compute = compute;
+  opts.kv = compute;
   opts.weights = weights;
   opts.max_context = prompt + 8;
   opts.max_prompt = prompt;
@@ -1029,9 +1312,10 @@ TEST_F(llm_cuda, prefill_timing_llama_3_1_8b_shape) {
     if (leaf == "lm_head") return 2 * hidden * static_cast<double>(c.vocab);
     return 0;
   };
-  std::printf("llama-3.1-8b %s prefill of %lld tokens: %.2f ms per call (host clock, best of %d, ids staged "
-              "and logits read back included)\n",
-              std::string(dtype_name(weights)).c_str(), static_cast<long long>(prompt), best_ms, passes);
+  std::printf("llama-3.1-8b %s prefill of %lld tokens, %s compute: %.2f ms per call (host clock, best of %d, ids "
+              "staged and logits read back included)\n",
+              std::string(dtype_name(weights)).c_str(), static_cast<long long>(prompt),
+              std::string(dtype_name(compute)).c_str(), best_ms, passes);
   std::printf("prefill by stage (%d passes, device time: %s)\n", passes,
               stages.empty() ? "none" : stages.front().device_time_method.c_str());
   std::printf("  %-30s %6s %12s %10s\n", "stage", "calls", "ms/pass", "TFLOP/s");

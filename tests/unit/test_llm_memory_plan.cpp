@@ -50,6 +50,35 @@ TEST(LlmMemoryPlan, TinyPartsByHand) {
   EXPECT_EQ(other.bytes_of("activations"), buffers(20, 4));
 }
 
+// fp16 compute, fp16 weights and an fp16 cache take the bytes of bf16 ones, part by part and buffer
+// by buffer (the dequantisation scratch of fp8 weights too): a 16-bit type is 2 bytes either way.
+TEST(LlmMemoryPlan, Fp16TakesTheBytesOfBf16) {
+  memory_request r;
+  r.config = preset("tiny");
+  r.batch = 3;
+  r.context = 50;
+  for (const dtype weights : {dtype::bf16, dtype::fp8_e4m3}) {
+    const auto bf16_plan = [&] {
+      auto b = r;
+      b.weights = weights;
+      return plan_memory(b);
+    }();
+    auto f = r;
+    f.activations = dtype::fp16;
+    f.weights = weights == dtype::bf16 ? dtype::fp16 : weights;
+    f.kv = dtype::fp16;
+    const auto fp16_plan = plan_memory(f);
+    ASSERT_EQ(fp16_plan.parts.size(), bf16_plan.parts.size());
+    for (std::size_t i = 0; i < bf16_plan.parts.size(); ++i) {
+      EXPECT_EQ(fp16_plan.parts[i].name, bf16_plan.parts[i].name);
+      EXPECT_EQ(fp16_plan.parts[i].bytes, bf16_plan.parts[i].bytes) << bf16_plan.parts[i].name;
+    }
+    ASSERT_EQ(fp16_plan.activations.size(), bf16_plan.activations.size());
+    for (std::size_t i = 0; i < bf16_plan.activations.size(); ++i)
+      EXPECT_EQ(fp16_plan.activations[i].bytes, bf16_plan.activations[i].bytes) << bf16_plan.activations[i].name;
+  }
+}
+
 // fp8 weights add the scratch of the products above the GEMV's rows: the activations' codes and
 // one scale per row (fp8 tensor cores), or one projection dequantised to bf16 (the largest: gate +
 // up, 256 x 64 for tiny).

@@ -174,8 +174,41 @@ TEST(LlmWorkloadOffline, Fp8KvCacheReportsItsQuality) {
   EXPECT_EQ(bf16.details.count("quality.kv_cache.reference"), 0u);
   // The cpu engine holds either cache in fp32: the same plan.
   EXPECT_EQ(metric_value(rec, "memory/plan/kv_cache"), metric_value(bf16, "memory/plan/kv_cache"));
-  const auto msg = usage_message([] { (void)expand_cases(llm_workload(), {{"model", "tiny"}, {"kv", "fp16"}}); });
-  EXPECT_THAT(msg, HasSubstr("axis kv: unknown value 'fp16'; choose from bf16, fp8_e4m3"));
+  const auto msg = usage_message([] { (void)expand_cases(llm_workload(), {{"model", "tiny"}, {"kv", "fp32"}}); });
+  EXPECT_THAT(msg, HasSubstr("axis kv: unknown value 'fp32'; choose from bf16, fp16, fp8_e4m3"));
+}
+
+// fp16 compute (issue 3's precision section): the compute type is a recipe field of its own, bf16
+// unless asked; the cpu engine is the fp32 oracle of both types, so an fp16 case runs there in
+// fp32 (what ran says so) with fp16 weights and an fp16 cache (held in fp32), and reports the
+// weights' quality against fp32 as a bf16 case does.
+TEST(LlmWorkloadOffline, Fp16ComputeIsRecordedAndRunsInFp32OnTheCpu) {
+  const auto& w = llm_workload();
+  const axis_decl* compute = nullptr;
+  for (const auto& a : w.axes)
+    if (a.name == "compute") compute = &a;
+  ASSERT_NE(compute, nullptr);
+  EXPECT_EQ(compute->defaults, "bf16");
+  EXPECT_EQ(compute->choices, (std::vector<std::string>{"bf16", "fp16"}));
+  const auto bf16 = run_llm({{"batch", "2"}, {"prompt", "16"}, {"output", "8"}});
+  ASSERT_EQ(bf16.status, case_status::ok) << bf16.message;
+  EXPECT_EQ(bf16.fields.at("precision.compute"), "bf16");
+  const auto rec =
+      run_llm({{"batch", "2"}, {"prompt", "16"}, {"output", "8"}, {"compute", "fp16"}, {"weights", "fp16"}, {"kv", "fp16"}});
+  ASSERT_EQ(rec.status, case_status::ok) << rec.message;
+  EXPECT_EQ(rec.fields.at("precision.compute"), "fp16");
+  EXPECT_EQ(rec.fields.at("precision.weights"), "fp16");
+  EXPECT_EQ(rec.fields.at("precision.kv_cache"), "fp16");
+  EXPECT_EQ(rec.details.at("precision.as_run"),
+            "fp16 weight values widened to fp32; fp32 activations, KV cache and accumulation (OpenBLAS sgemm)");
+  EXPECT_EQ(rec.details.at("quality.reference"), "fp32 weights on the cpu reference");
+  const double err = metric_value(rec, "quality/logits_rel_error");
+  EXPECT_GT(err, 0);
+  EXPECT_LT(err, metric_value(bf16, "quality/logits_rel_error")) << "fp16 weights round less than bf16";
+  // The cuda engine's comparison of fp16 against bf16 compute has no cpu counterpart.
+  EXPECT_EQ(rec.find_metric("quality/compute/logits_rel_error"), nullptr);
+  // The cpu engine holds any cache in fp32: the same plan as a bf16 case's.
+  EXPECT_EQ(metric_value(rec, "memory/plan/kv_cache"), metric_value(bf16, "memory/plan/kv_cache"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -379,6 +412,29 @@ TEST(LlmWorkloadReject, EndToEndOnlyForOffline) {
   const auto msg = usage_message(
       [&] { (void)expand_cases(w, {{"model", "tiny"}, {"scenario", "server"}, {"loop", "end_to_end"}}); });
   EXPECT_THAT(msg, HasSubstr("loop=end_to_end applies to scenario=offline"));
+}
+
+// A 16-bit KV cache holds the compute type: of compute x kv, the pairs of two different 16-bit types
+// are left out, and asking for one alone says what to write instead.
+TEST(LlmWorkloadReject, SixteenBitCacheIsTheComputeType) {
+  const auto& w = llm_workload();
+  const auto cases =
+      expand_cases(w, {{"model", "tiny"}, {"compute", "bf16,fp16"}, {"kv", "bf16,fp16,fp8_e4m3"}});
+  std::vector<std::pair<std::string, std::string>> kept;
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> v(c.begin(), c.end());
+    kept.emplace_back(v.at("compute"), v.at("kv"));
+  }
+  EXPECT_EQ(kept, (std::vector<std::pair<std::string, std::string>>{
+                      {"bf16", "bf16"}, {"bf16", "fp8_e4m3"}, {"fp16", "fp16"}, {"fp16", "fp8_e4m3"}}));
+  EXPECT_THAT(usage_message([&] { (void)expand_cases(w, {{"model", "tiny"}, {"compute", "fp16"}}); }),
+              HasSubstr("kv=bf16 with compute=fp16: a 16-bit KV cache holds the compute type; write kv=fp16 (or "
+                        "kv=fp8_e4m3)"));
+  EXPECT_THAT(usage_message([&] { (void)expand_cases(w, {{"model", "tiny"}, {"kv", "fp16"}}); }),
+              HasSubstr("kv=fp16 with compute=bf16: a 16-bit KV cache holds the compute type; write kv=bf16 (or "
+                        "kv=fp8_e4m3)"));
+  EXPECT_THAT(usage_message([&] { (void)expand_cases(w, {{"model", "tiny"}, {"compute", "fp32"}}); }),
+              HasSubstr("axis compute: unknown value 'fp32'; choose from bf16, fp16"));
 }
 
 TEST(LlmWorkloadReject, SingleStreamNeedsBatchOne) {

@@ -8,11 +8,13 @@
 namespace itera::llm {
 namespace {
 
-// The reference model's cache precision for the case's: a bf16 cache is held in fp32, as computed.
+// The reference model's cache precision for the case's: a 16-bit cache (bf16 or fp16) is held in
+// fp32, as computed.
 dtype reference_kv(dtype kv) {
-  if (kv == dtype::bf16 || kv == dtype::fp32) return dtype::fp32;
+  if (kv == dtype::bf16 || kv == dtype::fp16 || kv == dtype::fp32) return dtype::fp32;
   if (kv == dtype::fp8_e4m3) return kv;
-  throw usage_error(fmt::format("llm cpu engine: KV cache {}: choose bf16 (held in fp32) or fp8_e4m3", dtype_name(kv)));
+  throw usage_error(
+      fmt::format("llm cpu engine: KV cache {}: choose bf16 or fp16 (held in fp32) or fp8_e4m3", dtype_name(kv)));
 }
 
 }  // namespace

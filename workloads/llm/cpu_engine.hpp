@@ -2,9 +2,11 @@
 // The llm engine on the cpu backend: the reference model (llm_cpu.hpp) behind the engine interface,
 // so the scenarios run on a machine without a GPU and tests can drive them. fp32 arithmetic on
 // weights that hold values of their storage type; one sequence per slot, its cache in host memory.
-// KV cache: a bf16 case holds it in fp32 (as computed); fp8_e4m3 rounds K and V to e4m3 at the
-// store (scale 1, saturating) and holds them widened. A prefill attends over its own K and V
-// unrounded, decode steps read the rounded cache: what the cuda engine does (llm_cpu.hpp).
+// KV cache: a bf16 or fp16 case holds it in fp32 (as computed); fp8_e4m3 rounds K and V to e4m3 at
+// the store (scale 1, saturating) and holds them widened. A prefill attends over its own K and V
+// unrounded, decode steps read the rounded cache: what the cuda engine does (llm_cpu.hpp). The
+// case's compute type (bf16 or fp16) changes nothing here: activations are fp32, the engine is the
+// oracle the cuda engine's both compute types are checked against.
 #include <memory>
 
 #include "workloads/llm/engine.hpp"
@@ -17,7 +19,7 @@ struct cpu_engine_options {
   std::int64_t slots = 1;
   std::int64_t max_context = 0;
   std::int64_t max_prompt = 0;  // 0: max_context
-  dtype kv = dtype::bf16;       // bf16 (held in fp32) or fp8_e4m3
+  dtype kv = dtype::bf16;       // bf16 or fp16 (held in fp32) or fp8_e4m3
 };
 
 class cpu_engine final : public engine {

@@ -22,7 +22,8 @@
 // attends over the pass's own K and V as computed, not the rounded cache, as serving engines do
 // for a prefill with an fp8 cache; a pass after held tokens (a decode step, a chunked prefill)
 // reads the cache, its own new rows included, rounded at the store like the rest. The cuda
-// engine does the same (llm_cuda.hpp), its prefill reading its own rows at bf16. With an fp32
+// engine does the same (llm_cuda.hpp), its prefill reading its own rows in its 16-bit compute type
+// (bf16 or fp16: this reference computes in fp32 whichever the cuda engine runs). With an fp32
 // cache both readings are the same numbers.
 #include <cstdint>
 #include <span>
@@ -60,7 +61,7 @@ enum class logits_for { all_positions, last_position };
 class reference_model {
  public:
   // Keeps a reference to `weights`: they must outlive the model. kv: the cache's precision, fp32
-  // or fp8_e4m3 (usage_error otherwise; the cpu engine holds a bf16 case's cache in fp32).
+  // or fp8_e4m3 (usage_error otherwise; the cpu engine holds a 16-bit case's cache in fp32).
   explicit reference_model(const model_weights& weights, dtype kv = dtype::fp32);
   reference_model(model_weights&&, dtype = dtype::fp32) = delete;  // a temporary would not outlive the model
 

@@ -1,7 +1,8 @@
 // The llm model on the cuda backend (workloads/llm/llm_cuda.hpp).
 //
 // Weights: one device arena, each part at a 256-byte aligned offset (cuBLASLt's default alignment
-// assumption), bf16, linear weights [out][in] as in checkpoints. Fused at load: Wqkv = [q; k; v]
+// assumption), in the compute type A (bf16 or fp16; fp8 projections as codes and row scales),
+// linear weights [out][in] as in checkpoints. Fused at load: Wqkv = [q; k; v]
 // rows ([q_dim + 2 kv_dim][hidden]), Wgu = [gate; up] ([2 intermediate][hidden]), the q/k/v biases
 // one vector. A fused part is its tensors one after another, so each tensor lands at one offset
 // whether uploaded from a holder or generated on the device from its own stream.
@@ -10,15 +11,19 @@
 // bandwidth-bound gemv kernel (src/kernels/llm_kernels.cuh); the others, as in gemm_cuda.cu, in
 // cuBLASLt's TN form: A = W stored K x M column-major (its
 // [out][in] rows) used transposed, B = activations [T][K] (K x T column-major), D = [T][M] (M x T
-// column-major). bf16 inputs, fp32 compute; D bf16 (qkv, gate/up) or fp32 (o and down adding into
+// column-major). Inputs of A, fp32 compute; D of A (qkv, gate/up) or fp32 (o and down adding into
 // the residual with beta = 1, the logits with beta = 0).
 //
-// KV cache: K and V, each [layer][sequence][kv_head][max_context][head_dim], bf16 or fp8 e4m3
+// KV cache: K and V, each [layer][sequence][kv_head][max_context][head_dim], of A or fp8 e4m3
 // codes (engine_options::kv).
+//
+// The forward pass and the products are templates on A (forward_as, gemm); forward() picks the
+// instance of the engine's compute type.
 #include "workloads/llm/llm_cuda.hpp"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,6 +55,7 @@ namespace {
 
 namespace k = itera::kernels::llm;
 using bf16 = __nv_bfloat16;
+using fp16 = __half;
 using cuda::cat;
 using cuda::cuda_backend;
 using cuda::device_buffer;
@@ -88,7 +94,7 @@ struct layer_offsets {
   std::uint64_t sqkv = 0, so = 0, sgu = 0, sdown = 0;
 };
 
-// A weight matrix [rows][cols] as a product reads it: bf16, or fp8 codes with row scales.
+// A weight matrix [rows][cols] as a product reads it: 16-bit, or fp8 codes with row scales.
 struct matrix {
   const void* w = nullptr;
   const float* scales = nullptr;  // set: fp8 e4m3 codes
@@ -109,15 +115,18 @@ struct cuda_engine::impl {
   std::vector<layer_offsets> layer_off;
   device_buffer weights;
 
+  bool half = false;          // the compute type is fp16 (else bf16)
+  cudaDataType_t act_type = CUDA_R_16BF;  // the compute type as cuBLASLt names it
   bool fp8 = false;           // projections stored as fp8 e4m3 codes + row scales
   bool kv8 = false;           // the KV cache holds fp8 e4m3 codes (scale 1)
   bool fp8_mma = false;       // fp8: products above the gemv's rows on fp8 tensor cores
-  device_buffer dequantised;  // fp8 without fp8_mma: bf16 scratch of the largest projection
+  device_buffer dequantised;  // fp8 without fp8_mma: 16-bit scratch of the largest projection
   device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
   device_buffer k_cache, v_cache;
   // prompt_ids: the staged prefill input [batch x max_prompt]; next: each slot's next token.
   device_buffer x, h, qkv, attn, gate_up, act, logits, prompt_ids, next, lengths, inv_freq;
-  // stage_embeddings(): the rows (int32) and, when given on the host, the values, for the next prefill.
+  // stage_embeddings(): the rows (int32) and, when given on the host, the values (bf16 whatever
+  // the compute type: the vision encoder's), for the next prefill.
   device_buffer input_rows, input_host_values;
   const bf16* input_values = nullptr;
   std::int64_t inputs = 0;
@@ -137,14 +146,20 @@ struct cuda_engine::impl {
   impl(backend& d, const model_config& config, const engine_options& options, bool allocate = true)
       : dev(cuda::as_cuda(d)), c(config), o(options) {
     validate(c);
-    if (o.weights != dtype::bf16 && o.weights != dtype::fp8_e4m3)
+    if (o.compute != dtype::bf16 && o.compute != dtype::fp16)
+      throw usage_error(cat("llm cuda engine: compute ", dtype_name(o.compute), " is not a compute type of this ",
+                            "engine; choose bf16 or fp16"));
+    if (o.weights != dtype::bf16 && o.weights != dtype::fp16 && o.weights != dtype::fp8_e4m3)
       throw usage_error(cat("llm cuda engine: weights ", dtype_name(o.weights), " are not stored by this engine; ",
-                            "choose bf16 or fp8_e4m3"));
-    if (o.kv != dtype::bf16 && o.kv != dtype::fp8_e4m3)
-      throw usage_error(cat("llm cuda engine: KV cache ", dtype_name(o.kv), " is not stored by this engine; ",
-                            "choose bf16 or fp8_e4m3"));
+                            "choose bf16, fp16 or fp8_e4m3"));
+    if (o.kv != o.compute && o.kv != dtype::fp8_e4m3)
+      throw usage_error(cat("llm cuda engine: KV cache ", dtype_name(o.kv), " with ", dtype_name(o.compute),
+                            " compute: a 16-bit cache holds the compute type; choose ", dtype_name(o.compute),
+                            " or fp8_e4m3"));
+    half = o.compute == dtype::fp16;
+    act_type = half ? CUDA_R_16F : CUDA_R_16BF;
     fp8 = o.weights == dtype::fp8_e4m3;
-    fp8_mma = fp8 && fp8_products_available(d);
+    fp8_mma = fp8 && fp8_products_available(d, o.compute);
     kv8 = o.kv == dtype::fp8_e4m3;
     if (o.batch < 1) throw usage_error(cat("llm cuda engine: batch ", o.batch, " must be at least 1"));
     if (o.max_context < 1 || o.max_context > c.max_position)
@@ -160,18 +175,21 @@ struct cuda_engine::impl {
     shape.kv_heads = c.kv_heads;
     shape.head_dim = c.head_dim;
     shape.max_context = o.max_context;
-    shape.kv = kv8 ? k::kv_storage::fp8_e4m3 : k::kv_storage::bf16;
+    shape.kv = kv8 ? k::kv_storage::fp8_e4m3 : half ? k::kv_storage::fp16 : k::kv_storage::bf16;
     attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-    k::prepare_attention(shape);
+    if (half)
+      k::prepare_attention<fp16>(shape);
+    else
+      k::prepare_attention<bf16>(shape);
 
     // Arena layout.
-    const auto elems = [](std::int64_t n) { return static_cast<std::uint64_t>(n) * 2; };  // bf16 bytes
+    const auto elems = [](std::int64_t n) { return static_cast<std::uint64_t>(n) * 2; };  // 16-bit bytes
     const auto reserve = [&](std::uint64_t bytes) {
       const std::uint64_t at = arena_bytes;
       arena_bytes = align_up(arena_bytes + bytes);
       return at;
     };
-    // A projection [rows][cols]: its codes (fp8, 1 byte each) then its row scales, or bf16.
+    // A projection [rows][cols]: its codes (fp8, 1 byte each) then its row scales, or 16-bit.
     const auto projection = [&](std::int64_t rows, std::int64_t cols, std::uint64_t* scales) {
       if (!fp8) return reserve(elems(rows * cols));
       const std::uint64_t at = reserve(static_cast<std::uint64_t>(rows * cols));
@@ -279,10 +297,16 @@ struct cuda_engine::impl {
 
   bool quantised(const tensor_spec& spec) const { return fp8 && fp8_quantised(spec.kind); }
 
+  // The 16-bit type a weight that is not an fp8 code is rounded to before the compute type: the
+  // weights' own, bf16 for the rest of an fp8 model (weights.hpp: round_tensor).
+  dtype stored_16bit() const { return fp8 ? dtype::bf16 : o.weights; }
+
   void upload(const model_weights& w) {
-    if (w.storage != dtype::bf16)
-      throw std::logic_error(cat("llm cuda engine: uploads bf16 weights (it quantises fp8 itself), got ",
-                                 dtype_name(w.storage)));
+    if (fp8 ? w.storage != dtype::bf16 : w.storage != dtype::bf16 && w.storage != dtype::fp16)
+      throw std::logic_error(cat("llm cuda engine: uploads ", fp8 ? "bf16 weights (it quantises fp8 itself)"
+                                                                  : "bf16 or fp16 weights",
+                                 ", got ", dtype_name(w.storage)));
+    const dtype stored = stored_16bit();
     std::vector<unsigned char> staging(arena_bytes, 0);
     for (const auto& spec : tensor_specs(c)) {
       const auto& values = w.tensor(spec);
@@ -295,8 +319,13 @@ struct cuda_engine::impl {
         std::memcpy(staging.data() + tensor_offset(spec, true), scales.data(), scales.size() * sizeof(float));
         continue;
       }
+      // One rounding where the stored type is the compute type, else to the stored type first.
       for (std::size_t i = 0; i < values.size(); ++i) {
-        const std::uint16_t bits = gemm::numeric::float_to_bf16(values[i]);
+        const float v = stored == o.compute ? values[i] : round_to_storage(stored, values[i]);
+        const std::uint16_t bits = half ? gemm::numeric::float_to_fp16(v) : gemm::numeric::float_to_bf16(v);
+        if (half && (bits & 0x7fff) == 0x7c00 && std::isfinite(v))
+          throw usage_error(cat("llm cuda engine: tensor '", spec.name, "' holds ", values[i], ", past fp16's ",
+                                "largest value (65504): run it with compute bf16"));
         std::memcpy(dst + 2 * i, &bits, 2);
       }
     }
@@ -308,27 +337,39 @@ struct cuda_engine::impl {
     for (const auto& spec : tensor_specs(c)) {
       const int kind = static_cast<int>(init_for(spec.kind));
       const std::uint64_t stream_seed = tensor_seed(seed, spec.name);
+      const auto count = static_cast<std::uint64_t>(spec.elements());
+      const std::uint64_t at = tensor_offset(spec);
       if (quantised(spec))
-        k::fill_init_fp8(weights.as<std::uint8_t>() + tensor_offset(spec),
+        k::fill_init_fp8(weights.as<std::uint8_t>() + at,
                          reinterpret_cast<float*>(weights.as<unsigned char>() + tensor_offset(spec, true)),
                          spec.shape.front(), spec.shape.back(), kind, stream_seed, dev.stream());
+      else if (stored_16bit() == dtype::bf16 && !half)
+        k::fill_init<bf16>(w_at<bf16>(at), count, kind, stream_seed, dev.stream());
+      else if (stored_16bit() == dtype::bf16)
+        k::fill_init<bf16>(w_at<fp16>(at), count, kind, stream_seed, dev.stream());
+      else if (half)
+        k::fill_init<fp16>(w_at<fp16>(at), count, kind, stream_seed, dev.stream());
       else
-        k::fill_init_bf16(w_at(tensor_offset(spec)), static_cast<std::uint64_t>(spec.elements()), kind, stream_seed,
-                          dev.stream());
+        k::fill_init<fp16>(w_at<bf16>(at), count, kind, stream_seed, dev.stream());
     }
     ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
   }
 
-  // A layer projection at its offsets: fp8 codes and scales, or bf16.
+  // A layer projection at its offsets: fp8 codes and scales, or 16-bit.
   matrix projection(std::uint64_t offset, std::uint64_t scales) const {
-    if (!fp8) return {w_at(offset), nullptr};
+    if (!fp8) return {weights.as<unsigned char>() + offset, nullptr};
     return {weights.as<unsigned char>() + offset, reinterpret_cast<const float*>(weights.as<unsigned char>() + scales)};
   }
-  matrix bf16_matrix(std::uint64_t offset) const { return {w_at(offset), nullptr}; }
+  matrix matrix_16bit(std::uint64_t offset) const { return {weights.as<unsigned char>() + offset, nullptr}; }
 
-  bf16* w_at(std::uint64_t offset) const { return reinterpret_cast<bf16*>(weights.as<unsigned char>() + offset); }
+  // A weight of the compute type A at an arena offset.
+  template <class A>
+  A* w_at(std::uint64_t offset) const {
+    return reinterpret_cast<A*>(weights.as<unsigned char>() + offset);
+  }
 
   // fp8_inputs: both operands fp8 e4m3 codes, unscaled (the engine applies the scales after).
+  // 16-bit operands and output: act_type, the compute type.
   gemm_plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out, bool fp8_inputs = false) {
     const auto key = std::make_tuple(m, n, kk, fp32_out, fp8_inputs);
     if (auto it = plans.find(key); it != plans.end()) return it->second;
@@ -339,8 +380,8 @@ struct cuda_engine::impl {
     const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
     ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
     ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
-    const cudaDataType_t d_type = fp32_out ? CUDA_R_32F : CUDA_R_16BF;
-    const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    const cudaDataType_t d_type = fp32_out ? CUDA_R_32F : act_type;
+    const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : act_type;
     p.a = make_layout(in_type, kk, m, kk);  // W: K x M, used transposed
     p.b = make_layout(in_type, kk, n, kk);  // activations [n][K]
     p.d = make_layout(d_type, m, n, m);         // [n][M], also C
@@ -350,9 +391,9 @@ struct cuda_engine::impl {
     ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
                                                       p.d.get(), pref.get(), 1, &result, &returned));
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
-      throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : "bf16",
+      throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : dtype_name(o.compute),
                                    " algorithm for M=", m, " N=", n, " K=", kk,
-                                   " with ", fp32_out ? "fp32" : "bf16", " output"));
+                                   " with ", fp32_out ? "fp32" : dtype_name(o.compute), " output"));
     p.chosen.algo = result.algo;
     return plans.emplace(key, std::move(p)).first->second;
   }
@@ -368,26 +409,28 @@ struct cuda_engine::impl {
     }();
     return most;
   }
-  static bool small(std::int64_t n, std::int64_t kk, const matrix& w, const bf16* in) {
+  static bool small(std::int64_t n, std::int64_t kk, const matrix& w, const void* in) {
     if (w.scales && n > fp8_gemv_rows()) return false;
     return k::gemv_supported(n, kk, w.w, in, w.scales != nullptr);
   }
 
-  // out[n][m] = beta * out + in[n][kk] W^T, W [m][kk]. fp8 weights above the gemv's rows are
-  // dequantised into the bf16 scratch first.
-  void gemm(const matrix& w, std::int64_t m, std::int64_t kk, const bf16* in, std::int64_t n, void* out, bool fp32_out,
+  // out[n][m] = beta * out + in[n][kk] W^T, W [m][kk], in and 16-bit W and out of the compute type
+  // A. fp8 weights above the gemv's rows are dequantised into the 16-bit scratch first.
+  template <class A>
+  void gemm(const matrix& w, std::int64_t m, std::int64_t kk, const A* in, std::int64_t n, void* out, bool fp32_out,
             float beta) {
     if (small(n, kk, w, in)) {
       if (w.scales)
         k::gemv_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, in, n, out, fp32_out, beta, dev.stream());
       else
-        k::gemv(static_cast<const bf16*>(w.w), m, kk, in, n, out, fp32_out, beta, dev.stream());
+        k::gemv(static_cast<const A*>(w.w), m, kk, in, n, out, fp32_out, beta, dev.stream());
       return;
     }
     if (w.scales && fp8_mma) {
       // fp8 tensor cores on the codes: the activations quantised per token, the product's sums
-      // unscaled (bf16 in `out` itself, fp32 in the gate/up scratch, free wherever a product that
-      // adds into the residual runs), then both scales applied (scale_product).
+      // unscaled (16-bit in `out` itself, fp32 in the gate/up scratch, free wherever a product that
+      // adds into the residual runs), then both scales applied (scale_product). 16-bit fp16 sums
+      // are scaled down by a power of two to fit (k::fp8_sums_scale; bf16's is 1).
       k::quantise_rows_fp8(in, n, kk, act_codes.as<std::uint8_t>(), act_scales.as<float>(), dev.stream());
       gemm_plan& p = plan_for(m, n, kk, fp32_out, true);
       void* sums = out;
@@ -396,16 +439,16 @@ struct cuda_engine::impl {
           throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", n, " x ", m, " fp32 sums"));
         sums = gate_up.data();
       }
-      const float one = 1.0f, zero = 0.0f;
-      ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &one, w.w, p.a.get(), act_codes.data(), p.b.get(),
+      const float alpha = fp32_out ? 1.0f : k::fp8_sums_scale<A>(kk), zero = 0.0f;
+      ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w.w, p.a.get(), act_codes.data(), p.b.get(),
                                         &zero, sums, p.d.get(), sums, p.d.get(), &p.chosen.algo, dev.lt_workspace(),
                                         dev.lt_workspace_size(), dev.stream()));
-      k::scale_product(sums, out, fp32_out, n, m, w.scales, act_scales.as<float>(), beta, dev.stream());
+      k::scale_product<A>(sums, out, fp32_out, n, m, w.scales, act_scales.as<float>(), beta, alpha, dev.stream());
       return;
     }
     const void* a = w.w;
     if (w.scales) {
-      k::dequantise_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, dequantised.as<bf16>(), dev.stream());
+      k::dequantise_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, dequantised.as<A>(), dev.stream());
       a = dequantised.data();
     }
     gemm_plan& p = plan_for(m, n, kk, fp32_out);
@@ -442,23 +485,24 @@ struct cuda_engine::impl {
     return chosen;
   }
   // rms_norm fused into the product of n rows with w (in = hidden).
-  bool fuse_norm(std::int64_t n, const matrix& w, const bf16* norm_w) const {
-    return fused_gemv() != fusion::off && small(n, c.hidden, w, h.as<bf16>()) &&
+  bool fuse_norm(std::int64_t n, const matrix& w, const void* norm_w) const {
+    return fused_gemv() != fusion::off && small(n, c.hidden, w, h.data()) &&
            k::gemv_rms_norm_supported(n, c.hidden, w.w, x.as<float>(), norm_w, w.scales != nullptr);
   }
   // swiglu fused into the down product of n rows.
   bool fuse_swiglu(std::int64_t n, const matrix& w) const {
     const fusion f = fused_gemv();
-    return f != fusion::off && small(n, c.intermediate, w, act.as<bf16>()) &&
+    return f != fusion::off && small(n, c.intermediate, w, act.data()) &&
            (f == fusion::all || k::gemv_swiglu_pays(n, w.scales != nullptr)) &&
-           k::gemv_swiglu_supported(n, c.intermediate, w.w, gate_up.as<bf16>(), w.scales != nullptr);
+           k::gemv_swiglu_supported(n, c.intermediate, w.w, gate_up.data(), w.scales != nullptr);
   }
 
   // out[n][m] = rms_norm(x row t * in_stride + in_offset, norm_w) W^T (beta 0). Fused: one kernel in
   // product_scope, which then declares the norm's weight bytes too; otherwise rms_norm into h in
   // norm_scope, then the product in product_scope.
+  template <class A>
   void norm_product(stage_recorder* rec, std::string_view norm_scope, std::string_view product_scope,
-                    const bf16* norm_w, std::int64_t in_stride, std::int64_t in_offset, std::int64_t n,
+                    const A* norm_w, std::int64_t in_stride, std::int64_t in_offset, std::int64_t n,
                     const matrix& w, std::int64_t m, double product_bytes, void* out, bool fp32_out) {
     const cudaStream_t s = dev.stream();
     const auto eps = static_cast<float>(c.rms_norm_eps);
@@ -473,30 +517,31 @@ struct cuda_engine::impl {
     {
       stage st(rec, norm_scope);
       st.read(norm_bytes);
-      k::rms_norm(x.as<float>(), in_stride, in_offset, norm_w, h.as<bf16>(), n, c.hidden, eps, s);
+      k::rms_norm(x.as<float>(), in_stride, in_offset, norm_w, h.as<A>(), n, c.hidden, eps, s);
     }
     stage st(rec, product_scope);
     st.read(product_bytes);
-    gemm(w, m, c.hidden, h.as<bf16>(), n, out, fp32_out, 0.0f);
+    gemm(w, m, c.hidden, h.as<A>(), n, out, fp32_out, 0.0f);
   }
 
   // x[n][hidden] += swiglu(gate_up) Wdown^T. Fused: one kernel in the "down" scope; otherwise
   // swiglu into act in the "swiglu" scope, then the product.
+  template <class A>
   void swiglu_down(stage_recorder* rec, std::int64_t n, const matrix& w, double product_bytes) {
     const cudaStream_t s = dev.stream();
     if (fuse_swiglu(n, w)) {
       stage st(rec, "down");
       st.read(product_bytes);
-      k::gemv_swiglu(w.w, w.scales, c.hidden, c.intermediate, gate_up.as<bf16>(), n, x.data(), true, 1.0f, s);
+      k::gemv_swiglu(w.w, w.scales, c.hidden, c.intermediate, gate_up.as<A>(), n, x.data(), true, 1.0f, s);
       return;
     }
     {
       stage st(rec, "swiglu");
-      k::swiglu(gate_up.as<bf16>(), act.as<bf16>(), n, c.intermediate, s);
+      k::swiglu(gate_up.as<A>(), act.as<A>(), n, c.intermediate, s);
     }
     stage st(rec, "down");
     st.read(product_bytes);
-    gemm(w, c.hidden, c.intermediate, act.as<bf16>(), n, x.data(), true, 1.0f);
+    gemm(w, c.hidden, c.intermediate, act.as<A>(), n, x.data(), true, 1.0f);
   }
 
   std::uint64_t kv_element_bytes() const { return kv8 ? 1 : 2; }
@@ -516,10 +561,18 @@ struct cuda_engine::impl {
   // declares the weight bytes it reads (the attention scope: the cache bytes, from the host lengths).
   void forward(std::int64_t first, std::int64_t nseq, std::int64_t rows_per_seq, bool prefill, bool all,
                stage_recorder* rec = nullptr) {
+    if (half)
+      forward_as<fp16>(first, nseq, rows_per_seq, prefill, all, rec);
+    else
+      forward_as<bf16>(first, nseq, rows_per_seq, prefill, all, rec);
+  }
+  template <class A>
+  void forward_as(std::int64_t first, std::int64_t nseq, std::int64_t rows_per_seq, bool prefill, bool all,
+                  stage_recorder* rec) {
     const cudaStream_t s = dev.stream();
     const std::int64_t rows = nseq * rows_per_seq, hidden = c.hidden, inter = c.intermediate;
-    const auto wbytes = [](std::int64_t elements) { return 2.0 * static_cast<double>(elements); };  // bf16
-    // A projection's bytes as stored: fp8 codes and one fp32 scale per row, or bf16.
+    const auto wbytes = [](std::int64_t elements) { return 2.0 * static_cast<double>(elements); };  // 16-bit
+    // A projection's bytes as stored: fp8 codes and one fp32 scale per row, or 16-bit.
     const auto pbytes = [&](std::int64_t rows_out, std::int64_t cols) {
       return fp8 ? static_cast<double>(rows_out * cols) + 4.0 * static_cast<double>(rows_out) : wbytes(rows_out * cols);
     };
@@ -527,7 +580,7 @@ struct cuda_engine::impl {
     sh.rows_per_seq = rows_per_seq;
     const auto* ids = prefill ? prompt_ids.as<std::int32_t>() : next.as<std::int32_t>() + first;
     auto* lens = lengths.as<std::int32_t>() + first;
-    // K and V the attention reads, per layer: a prefill its own rows (bf16), a decode step the
+    // K and V the attention reads, per layer: a prefill its own rows (16-bit), a decode step the
     // cache as stored (1 byte per element for fp8).
     double cache_bytes = 0;
     const double kv_element = prefill ? 2.0 : static_cast<double>(kv_element_bytes());
@@ -537,46 +590,47 @@ struct cuda_engine::impl {
     {
       stage st(rec, "embed");
       st.read(wbytes(rows * hidden));
-      k::embed(ids, w_at(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
+      k::embed(ids, w_at<A>(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
       if (prefill && inputs > 0) k::scatter_rows(input_rows.as<std::int32_t>(), input_values, x.as<float>(), inputs, hidden, s);
     }
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
       {
         stage block(rec, "attention_block");
-        norm_product(rec, "norm", "qkv", w_at(lo.input_norm), 1, 0, rows, projection(lo.wqkv, lo.sqkv), qkv_width,
+        norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, projection(lo.wqkv, lo.sqkv), qkv_width,
                      pbytes(qkv_width, hidden), qkv.data(), false);
 
         {
           stage st(rec, "rope");
           if (c.attention_bias) st.read(wbytes(qkv_width));
-          k::bias_rope_store(qkv.as<bf16>(), c.attention_bias ? w_at(lo.bqkv) : nullptr, inv_freq.as<float>(), lens,
+          k::bias_rope_store(qkv.as<A>(), c.attention_bias ? w_at<A>(lo.bqkv) : nullptr, inv_freq.as<float>(), lens,
                              rows, sh, cache_at(k_cache, l, first), cache_at(v_cache, l, first), prefill, s);
         }
         {
           stage st(rec, "attention");
           st.read(cache_bytes);
-          k::attention(qkv.as<bf16>(), cache_at(k_cache, l, first), cache_at(v_cache, l, first), lens, rows, sh, prefill,
-                       attention_scale, attn.as<bf16>(), s);
+          k::attention(qkv.as<A>(), cache_at(k_cache, l, first), cache_at(v_cache, l, first), lens, rows, sh, prefill,
+                       attention_scale, attn.as<A>(), s);
         }
         {
           stage st(rec, "o_proj");
           st.read(pbytes(hidden, c.q_dim()));
-          gemm(projection(lo.wo, lo.so), hidden, c.q_dim(), attn.as<bf16>(), rows, x.data(), true, 1.0f);
+          gemm(projection(lo.wo, lo.so), hidden, c.q_dim(), attn.as<A>(), rows, x.data(), true, 1.0f);
         }
       }
       stage block(rec, "mlp_block");
-      norm_product(rec, "norm", "gate_up", w_at(lo.post_norm), 1, 0, rows, projection(lo.wgu, lo.sgu), 2 * inter,
+      norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, projection(lo.wgu, lo.sgu), 2 * inter,
                    pbytes(2 * inter, hidden), gate_up.data(), false);
-      swiglu_down(rec, rows, projection(lo.wdown, lo.sdown), pbytes(hidden, inter));
+      swiglu_down<A>(rec, rows, projection(lo.wdown, lo.sdown), pbytes(hidden, inter));
     }
     auto* out_ids = next.as<std::int32_t>() + first;
     const std::int64_t head_rows = all ? rows : nseq;
     {
       // The logits of every row (all) or of each sequence's last row.
       stage block(rec, "lm_head_block");
-      norm_product(rec, "final_norm", "lm_head", w_at(off_final_norm), all ? 1 : rows_per_seq, all ? 0 : rows_per_seq - 1,
-                   head_rows, bf16_matrix(off_lm_head), c.vocab, wbytes(c.vocab * hidden), logits.data(), true);
+      norm_product(rec, "final_norm", "lm_head", w_at<A>(off_final_norm), all ? 1 : rows_per_seq,
+                   all ? 0 : rows_per_seq - 1, head_rows, matrix_16bit(off_lm_head), c.vocab, wbytes(c.vocab * hidden),
+                   logits.data(), true);
     }
     {
       stage st(rec, "argmax");
@@ -686,15 +740,19 @@ struct cuda_engine::impl {
     if (auto it = graphs.find(rows); it != graphs.end()) return it->second;
     // Plans first (for the products cuBLASLt runs): the capture then records launches only.
     const auto& l0 = layer_off.front();
-    const std::tuple<std::int64_t, std::int64_t, bool, const bf16*, matrix> products[] = {
-        {qkv_width, c.hidden, false, h.as<bf16>(), projection(l0.wqkv, l0.sqkv)},
-        {c.hidden, c.q_dim(), true, attn.as<bf16>(), projection(l0.wo, l0.so)},
-        {2 * c.intermediate, c.hidden, false, h.as<bf16>(), projection(l0.wgu, l0.sgu)},
-        {c.hidden, c.intermediate, true, act.as<bf16>(), projection(l0.wdown, l0.sdown)},
-        {c.vocab, c.hidden, true, h.as<bf16>(), bf16_matrix(off_lm_head)}};
+    const std::tuple<std::int64_t, std::int64_t, bool, const void*, matrix> products[] = {
+        {qkv_width, c.hidden, false, h.data(), projection(l0.wqkv, l0.sqkv)},
+        {c.hidden, c.q_dim(), true, attn.data(), projection(l0.wo, l0.so)},
+        {2 * c.intermediate, c.hidden, false, h.data(), projection(l0.wgu, l0.sgu)},
+        {c.hidden, c.intermediate, true, act.data(), projection(l0.wdown, l0.sdown)},
+        {c.vocab, c.hidden, true, h.data(), matrix_16bit(off_lm_head)}};
     for (const auto& [m, kk, fp32, in, w] : products)
       if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32, w.scales && fp8_mma);
-    k::prepare_gemv_rms_norm(rows, c.hidden);  // its grid's size, asked here rather than under capture
+    // The fused norm's grid size, asked here rather than under capture.
+    if (half)
+      k::prepare_gemv_rms_norm<fp16>(rows, c.hidden);
+    else
+      k::prepare_gemv_rms_norm<bf16>(rows, c.hidden);
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -725,11 +783,13 @@ struct cuda_engine::impl {
 
 namespace {
 
-// Whether cuBLASLt offers fp8 products into both output types the engine uses on this device.
-bool query_fp8_products(cuda_backend& dev) {
+// Whether cuBLASLt offers fp8 products into both output types the engine uses on this device: the
+// compute type (CUDA_R_16BF or CUDA_R_16F) and fp32. cuBLASLt lists e4m3 x e4m3 with bf16, fp16
+// and fp32 outputs for sm_89 and later; asking is what settles it for this library and device.
+bool query_fp8_products(cuda_backend& dev, cudaDataType_t out_16bit) {
   dev.make_current();
   // Both output types the engine uses, at a small representative shape.
-  for (const cudaDataType_t d_type : {CUDA_R_16BF, CUDA_R_32F}) {
+  for (const cudaDataType_t d_type : {out_16bit, CUDA_R_32F}) {
     cublasLtMatmulDesc_t raw_op = nullptr;
     ITERA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const matmul_desc op(raw_op);
@@ -752,16 +812,19 @@ bool query_fp8_products(cuda_backend& dev) {
 
 }  // namespace
 
-// Asked once per device: the engine, the memory plan and each quality engine ask it.
-bool cuda_engine::fp8_products_available(backend& d) {
+// Asked once per device and compute type: the engine, the memory plan and each quality engine ask it.
+bool cuda_engine::fp8_products_available(backend& d, dtype compute) {
   if (const char* v = std::getenv("ITERA_LLM_FP8_PRODUCTS"); v && v[0] == '0') return false;
+  if (compute != dtype::bf16 && compute != dtype::fp16)
+    throw usage_error(cat("llm cuda engine: compute ", dtype_name(compute), ": choose bf16 or fp16"));
   cuda_backend& dev = cuda::as_cuda(d);
   static std::mutex known_mutex;
-  static std::map<int, bool> known;
+  static std::map<std::pair<int, dtype>, bool> known;
   const std::lock_guard lock(known_mutex);
-  if (const auto it = known.find(dev.device_index()); it != known.end()) return it->second;
-  const bool available = query_fp8_products(dev);
-  known.emplace(dev.device_index(), available);
+  const auto key = std::make_pair(dev.device_index(), compute);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  const bool available = query_fp8_products(dev, compute == dtype::fp16 ? CUDA_R_16F : CUDA_R_16BF);
+  known.emplace(key, available);
   return available;
 }
 
@@ -788,13 +851,14 @@ engine_memory cuda_engine::plan(backend& dev, const model_config& config, const 
   memory_request r;
   r.config = config;
   r.weights = options.weights;
+  r.activations = options.compute;
   r.kv = options.kv;
   r.batch = options.batch;
   r.context = options.max_context;
   r.prefill_tokens = options.max_prompt;
   r.prefill_batch = options.prefill_batch;
   r.workspace_bytes = cuda::as_cuda(dev).lt_workspace_size();
-  r.fp8_products = options.weights == dtype::fp8_e4m3 && fp8_products_available(dev);
+  r.fp8_products = options.weights == dtype::fp8_e4m3 && fp8_products_available(dev, options.compute);
   const memory_plan p = plan_memory(r);
   engine_memory e;
   // The arena's layout aligns each tensor to 256 bytes: a few hundred bytes over the plan's weights
@@ -844,38 +908,51 @@ engine_memory cuda_engine::memory() const {
 }
 
 std::string cuda_engine::precision_note() const {
-  // With a bf16 cache the notes name it with the other bf16 parts; an fp8 one has its own sentence.
-  const char* bf16_parts = m->kv8 ? "embedding, LM head and norms" : "embedding, LM head, norms and KV cache";
+  const std::string act(dtype_name(m->o.compute));
+  // A 16-bit cache is named with the other 16-bit parts; an fp8 one has its own sentence.
+  const char* parts = m->kv8 ? "embedding, LM head and norms" : "embedding, LM head, norms and KV cache";
   m->dev.make_current();  // the attention kernel named below is the current device's
   // What every note ends with: the cache (when fp8) and the prefill attention's kernel.
   const std::string tail =
       (m->kv8 ? cat("; KV cache fp8 e4m3 (scale 1, saturating), K and V rounded from fp32 at the cache store; a ",
-                    "prefill attends over its own bf16 K and V, decode steps read the fp8 cache, widened in the ",
-                    "attention kernel (to fp32 on CUDA cores, to bf16 for tensor cores)")
+                    "prefill attends over its own ", act, " K and V, decode steps read the fp8 cache, widened in the ",
+                    "attention kernel (to fp32 on CUDA cores, to ", act, " for tensor cores)")
               : std::string()) +
       cat("; prefill attention on tensor cores: ",
           k::prefill_attention_supported(m->shape)
               ? kernels::attention_kernel_name(kernels::attention_kernel_for(m->c.head_dim))
               : "none (the general kernel on CUDA cores)");
+  // 16-bit values stored in the other type than the compute type: what the conversion at load did.
+  const auto converted = [&](dtype from) -> std::string {
+    if (from == m->o.compute) return {};
+    return from == dtype::fp16 ? " (fp16 values converted to bf16 at load, rounded to nearest even: 3 of fp16's 10 "
+                                 "fraction bits dropped)"
+                               : " (bf16 values converted to fp16 at load: exact from 2^-14 to 65504, smaller ones "
+                                 "fp16 subnormals, below 2^-25 zero)";
+  };
+  const std::string activations = cat("; ", act, " activations between kernels, fp32 residual stream");
   if (m->fp8 && m->fp8_mma)
-    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
-               bf16_parts, "; bf16 activations between kernels, fp32 residual stream; at or "
-               "below ", impl::fp8_gemv_rows(), " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
-               "accumulation, scale applied to the sum); above, fp8 tensor-core products in cuBLASLt on the codes ",
-               "(fp32 accumulation), the activations quantised to e4m3 with one scale per token, the weight-row and ",
-               "token scales applied to the sums after (bf16 outputs rounded twice: the sum, then the scaled value)",
-               tail);
+    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), ", act, " ",
+               parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(),
+               " rows the own gemv kernel widens the fp8 codes in registers (fp32 accumulation, scale applied to the ",
+               "sum); above, fp8 tensor-core products in cuBLASLt on the codes (fp32 accumulation), the activations ",
+               "quantised to e4m3 with one scale per token, the weight-row and token scales applied to the sums after (",
+               act, " outputs rounded twice: the sum, then the scaled value",
+               m->half ? "; the fp16 sums scaled down by a power of two in the product's alpha so that they fit fp16, "
+                         "exactly undone before the scales"
+                       : "",
+               ")", tail);
   if (m->fp8)
-    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), bf16 ",
-               bf16_parts, "; bf16 activations between kernels, fp32 residual stream; at or "
-               "below ", impl::fp8_gemv_rows(), " rows the own gemv kernel widens the fp8 codes in registers (fp32 ",
-               "accumulation, scale applied to the sum); above, each projection is dequantised to a bf16 scratch ",
-               "(code x scale rounded to bf16) and multiplied in cuBLASLt bf16 (fp32 accumulation): cuBLASLt offers ",
-               "no fp8 products on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
-  return cat(m->kv8 ? "bf16 weights" : "bf16 weights and KV cache",
-             "; bf16 activations between kernels, fp32 residual stream; cuBLASLt bf16 "
-             "tensor-core products (fp32 accumulation) above ",
-             k::gemv_max_tokens, " rows, the own gemv kernel (fp32 accumulation) at or below", tail);
+    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), ", act, " ",
+               parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(),
+               " rows the own gemv kernel widens the fp8 codes in registers (fp32 accumulation, scale applied to the ",
+               "sum); above, each projection is dequantised to a ", act, " scratch (code x scale rounded to ", act,
+               ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,
+               " on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
+  const std::string weights(dtype_name(m->o.weights));
+  return cat(m->kv8 ? weights + " weights" : weights + " weights and " + act + " KV cache", converted(m->o.weights),
+             activations, "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
+             " rows, the own gemv kernel (fp32 accumulation) at or below", tail);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
@@ -999,9 +1076,27 @@ std::vector<std::int32_t> cuda_engine::read_ids() {
 
 void cuda_engine::synchronize() { ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream())); }
 
+namespace {
+
+// f(A{}) for the 16-bit type `compute` names (bf16 or fp16): the test helpers below run the
+// kernels' instance of that type.
+template <class F>
+auto with_compute(dtype compute, const char* who, F&& f) {
+  if (compute == dtype::bf16) return f(bf16{});
+  if (compute == dtype::fp16) return f(fp16{});
+  throw usage_error(cat(who, ": compute ", dtype_name(compute), ": choose bf16 or fp16"));
+}
+
+// 16-bit bits of `compute` widened to fp32.
+float widen_bits(dtype compute, std::uint16_t bits) {
+  return compute == dtype::fp16 ? gemm::numeric::fp16_to_float(bits) : gemm::numeric::bf16_to_float(bits);
+}
+
+}  // namespace
+
 std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std::int64_t out_rows, std::int64_t in,
                               std::span<const std::uint16_t> x, std::int64_t tokens, bool fp32_out,
-                              std::span<const float> out_init) {
+                              std::span<const float> out_init, dtype compute) {
   cuda_backend& dev = cuda::as_cuda(d);
   const auto out_count = static_cast<std::size_t>(out_rows * tokens);
   if (static_cast<std::int64_t>(w.size()) != out_rows * in || static_cast<std::int64_t>(x.size()) != tokens * in)
@@ -1016,10 +1111,13 @@ std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std:
   ITERA_CUDA_CHECK(cudaMemcpyAsync(dw.data(), w.data(), w.size_bytes(), cudaMemcpyHostToDevice, s));
   ITERA_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.data(), x.size_bytes(), cudaMemcpyHostToDevice, s));
   if (out_init.empty())
-    ITERA_CUDA_CHECK(cudaMemsetAsync(dout.data(), 0xff, dout.bytes(), s));  // NaN in fp32 and in bf16
+    ITERA_CUDA_CHECK(cudaMemsetAsync(dout.data(), 0xff, dout.bytes(), s));  // NaN in fp32, bf16 and fp16
   else
     ITERA_CUDA_CHECK(cudaMemcpyAsync(dout.data(), out_init.data(), out_init.size_bytes(), cudaMemcpyHostToDevice, s));
-  k::gemv(dw.as<bf16>(), out_rows, in, dx.as<bf16>(), tokens, dout.data(), fp32_out, out_init.empty() ? 0.0f : 1.0f, s);
+  with_compute(compute, "llm small_gemm", [&](auto a) {
+    using A = decltype(a);
+    k::gemv(dw.as<A>(), out_rows, in, dx.as<A>(), tokens, dout.data(), fp32_out, out_init.empty() ? 0.0f : 1.0f, s);
+  });
   std::vector<float> out(out_count);
   if (fp32_out) {
     ITERA_CUDA_CHECK(cudaMemcpyAsync(out.data(), dout.data(), dout.bytes(), cudaMemcpyDeviceToHost, s));
@@ -1028,7 +1126,7 @@ std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std:
     std::vector<std::uint16_t> bits(out_count);
     ITERA_CUDA_CHECK(cudaMemcpyAsync(bits.data(), dout.data(), dout.bytes(), cudaMemcpyDeviceToHost, s));
     ITERA_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (std::size_t i = 0; i < out_count; ++i) out[i] = gemm::numeric::bf16_to_float(bits[i]);
+    for (std::size_t i = 0; i < out_count; ++i) out[i] = widen_bits(compute, bits[i]);
   }
   return out;
 }
@@ -1046,12 +1144,12 @@ device_weights upload_weights(cuda_backend& dev, const small_weights& w, std::in
   const auto elements = static_cast<std::size_t>(out_rows * in);
   device_weights d;
   const cudaStream_t s = dev.stream();
-  if (!w.bf16.empty()) {
-    if (w.bf16.size() != elements || !w.fp8_codes.empty())
-      throw usage_error(cat(who, ": ", w.bf16.size(), " bf16 weights for ", out_rows, " x ", in,
-                            " (give bf16 weights or fp8 codes with scales, not both)"));
-    d.w = dev.allocate(w.bf16.size_bytes());
-    ITERA_CUDA_CHECK(cudaMemcpyAsync(d.w.data(), w.bf16.data(), w.bf16.size_bytes(), cudaMemcpyHostToDevice, s));
+  if (!w.bits16.empty()) {
+    if (w.bits16.size() != elements || !w.fp8_codes.empty())
+      throw usage_error(cat(who, ": ", w.bits16.size(), " 16-bit weights for ", out_rows, " x ", in,
+                            " (give 16-bit weights or fp8 codes with scales, not both)"));
+    d.w = dev.allocate(w.bits16.size_bytes());
+    ITERA_CUDA_CHECK(cudaMemcpyAsync(d.w.data(), w.bits16.data(), w.bits16.size_bytes(), cudaMemcpyHostToDevice, s));
     return d;
   }
   if (w.fp8_codes.size() != elements || w.fp8_scales.size() != static_cast<std::size_t>(out_rows))
@@ -1065,33 +1163,36 @@ device_weights upload_weights(cuda_backend& dev, const small_weights& w, std::in
   return d;
 }
 
-// The product the engine's gemm() runs at these rows: the gemv, bf16 or fp8.
-void run_gemv(const device_weights& w, std::int64_t out_rows, std::int64_t in, const bf16* x, std::int64_t tokens,
+// The product the engine's gemm() runs at these rows: the gemv, 16-bit (A) or fp8.
+template <class A>
+void run_gemv(const device_weights& w, std::int64_t out_rows, std::int64_t in, const A* x, std::int64_t tokens,
               void* out, bool fp32_out, float beta, cudaStream_t s) {
   if (w.fp8())
     k::gemv_fp8(w.w.as<std::uint8_t>(), w.scales.as<float>(), out_rows, in, x, tokens, out, fp32_out, beta, s);
   else
-    k::gemv(w.w.as<bf16>(), out_rows, in, x, tokens, out, fp32_out, beta, s);
+    k::gemv(w.w.as<A>(), out_rows, in, x, tokens, out, fp32_out, beta, s);
 }
 
 // The output buffer of a small product, reset before each run (NaN, or the initial values), and
-// read back widened to fp32.
+// read back widened to fp32 (16-bit output: of `compute`).
 struct small_output {
   cuda_backend& dev;
   device_buffer buffer;
   std::span<const float> init;
   bool fp32 = true;
+  dtype compute = dtype::bf16;
   std::size_t count = 0;
 
-  small_output(cuda_backend& d, std::size_t n, bool fp32_out, std::span<const float> out_init, const char* who)
-      : dev(d), buffer(d.allocate(n * (fp32_out ? 4 : 2))), init(out_init), fp32(fp32_out), count(n) {
+  small_output(cuda_backend& d, std::size_t n, bool fp32_out, std::span<const float> out_init, dtype type,
+               const char* who)
+      : dev(d), buffer(d.allocate(n * (fp32_out ? 4 : 2))), init(out_init), fp32(fp32_out), compute(type), count(n) {
     if (!init.empty() && (!fp32 || init.size() != count))
       throw usage_error(cat(who, ": an initial output needs fp32 output of the full size"));
   }
   float beta() const { return init.empty() ? 0.0f : 1.0f; }
   void reset() {
     if (init.empty())
-      ITERA_CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0xff, buffer.bytes(), dev.stream()));  // NaN in fp32 and bf16
+      ITERA_CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0xff, buffer.bytes(), dev.stream()));  // NaN in every type
     else
       ITERA_CUDA_CHECK(cudaMemcpyAsync(buffer.data(), init.data(), init.size_bytes(), cudaMemcpyHostToDevice,
                                        dev.stream()));
@@ -1106,7 +1207,7 @@ struct small_output {
     std::vector<std::uint16_t> bits(count);
     ITERA_CUDA_CHECK(cudaMemcpyAsync(bits.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost, dev.stream()));
     ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
-    for (std::size_t i = 0; i < count; ++i) out[i] = gemm::numeric::bf16_to_float(bits[i]);
+    for (std::size_t i = 0; i < count; ++i) out[i] = widen_bits(compute, bits[i]);
     return out;
   }
 };
@@ -1121,7 +1222,7 @@ void check_tokens(std::int64_t tokens, const char* who) {
 fused_product_check small_gemm_rms_norm(backend& d, const small_weights& w, std::int64_t out_rows, std::int64_t in,
                                         std::span<const float> x, std::int64_t in_stride, std::int64_t in_offset,
                                         std::span<const std::uint16_t> norm_weight, float eps, std::int64_t tokens,
-                                        bool fp32_out, std::span<const float> out_init) {
+                                        bool fp32_out, std::span<const float> out_init, dtype compute) {
   constexpr const char* who = "llm small_gemm_rms_norm";
   cuda_backend& dev = cuda::as_cuda(d);
   check_tokens(tokens, who);
@@ -1138,30 +1239,34 @@ fused_product_check small_gemm_rms_norm(backend& d, const small_weights& w, std:
   device_buffer dh = dev.allocate(static_cast<std::uint64_t>(tokens * in) * 2);
   ITERA_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.data(), x.size_bytes(), cudaMemcpyHostToDevice, s));
   ITERA_CUDA_CHECK(cudaMemcpyAsync(dnorm.data(), norm_weight.data(), norm_weight.size_bytes(), cudaMemcpyHostToDevice, s));
-  small_output out(dev, static_cast<std::size_t>(out_rows * tokens), fp32_out, out_init, who);
-  const auto unfused = [&] {
+  small_output out(dev, static_cast<std::size_t>(out_rows * tokens), fp32_out, out_init, compute, who);
+  return with_compute(compute, who, [&](auto a) {
+    using A = decltype(a);
+    const auto unfused = [&] {
+      out.reset();
+      k::rms_norm(dx.as<float>(), in_stride, in_offset, dnorm.as<A>(), dh.as<A>(), tokens, in, eps, s);
+      run_gemv(dw, out_rows, in, dh.as<A>(), tokens, out.buffer.data(), fp32_out, out.beta(), s);
+      return out.read();
+    };
+    fused_product_check r;
+    r.unfused = unfused();
+    r.fused_kernel = k::gemv_rms_norm_supported(tokens, in, dw.w.data(), dx.as<float>(), dnorm.data(), dw.fp8());
+    if (!r.fused_kernel) {
+      r.fused = unfused();
+      return r;
+    }
     out.reset();
-    k::rms_norm(dx.as<float>(), in_stride, in_offset, dnorm.as<bf16>(), dh.as<bf16>(), tokens, in, eps, s);
-    run_gemv(dw, out_rows, in, dh.as<bf16>(), tokens, out.buffer.data(), fp32_out, out.beta(), s);
-    return out.read();
-  };
-  fused_product_check r;
-  r.unfused = unfused();
-  r.fused_kernel = k::gemv_rms_norm_supported(tokens, in, dw.w.data(), dx.as<float>(), dnorm.as<bf16>(), dw.fp8());
-  if (!r.fused_kernel) {
-    r.fused = unfused();
+    k::gemv_rms_norm(dw.w.data(), dw.fp8() ? dw.scales.as<float>() : nullptr, out_rows, in, dx.as<float>(), in_stride,
+                     in_offset, dnorm.as<A>(), eps, tokens, out.buffer.data(), fp32_out, out.beta(), s);
+    r.fused = out.read();
     return r;
-  }
-  out.reset();
-  k::gemv_rms_norm(dw.w.data(), dw.fp8() ? dw.scales.as<float>() : nullptr, out_rows, in, dx.as<float>(), in_stride,
-                   in_offset, dnorm.as<bf16>(), eps, tokens, out.buffer.data(), fp32_out, out.beta(), s);
-  r.fused = out.read();
-  return r;
+  });
 }
 
 fused_product_check small_gemm_swiglu(backend& d, const small_weights& w, std::int64_t out_rows,
                                       std::int64_t intermediate, std::span<const std::uint16_t> gate_up,
-                                      std::int64_t tokens, bool fp32_out, std::span<const float> out_init) {
+                                      std::int64_t tokens, bool fp32_out, std::span<const float> out_init,
+                                      dtype compute) {
   constexpr const char* who = "llm small_gemm_swiglu";
   cuda_backend& dev = cuda::as_cuda(d);
   check_tokens(tokens, who);
@@ -1173,25 +1278,28 @@ fused_product_check small_gemm_swiglu(backend& d, const small_weights& w, std::i
   device_buffer dgu = dev.allocate(gate_up.size_bytes());
   device_buffer dact = dev.allocate(static_cast<std::uint64_t>(tokens * intermediate) * 2);
   ITERA_CUDA_CHECK(cudaMemcpyAsync(dgu.data(), gate_up.data(), gate_up.size_bytes(), cudaMemcpyHostToDevice, s));
-  small_output out(dev, static_cast<std::size_t>(out_rows * tokens), fp32_out, out_init, who);
-  const auto unfused = [&] {
+  small_output out(dev, static_cast<std::size_t>(out_rows * tokens), fp32_out, out_init, compute, who);
+  return with_compute(compute, who, [&](auto a) {
+    using A = decltype(a);
+    const auto unfused = [&] {
+      out.reset();
+      k::swiglu(dgu.as<A>(), dact.as<A>(), tokens, intermediate, s);
+      run_gemv(dw, out_rows, intermediate, dact.as<A>(), tokens, out.buffer.data(), fp32_out, out.beta(), s);
+      return out.read();
+    };
+    fused_product_check r;
+    r.unfused = unfused();
+    r.fused_kernel = k::gemv_swiglu_supported(tokens, intermediate, dw.w.data(), dgu.data(), dw.fp8());
+    if (!r.fused_kernel) {
+      r.fused = unfused();
+      return r;
+    }
     out.reset();
-    k::swiglu(dgu.as<bf16>(), dact.as<bf16>(), tokens, intermediate, s);
-    run_gemv(dw, out_rows, intermediate, dact.as<bf16>(), tokens, out.buffer.data(), fp32_out, out.beta(), s);
-    return out.read();
-  };
-  fused_product_check r;
-  r.unfused = unfused();
-  r.fused_kernel = k::gemv_swiglu_supported(tokens, intermediate, dw.w.data(), dgu.as<bf16>(), dw.fp8());
-  if (!r.fused_kernel) {
-    r.fused = unfused();
+    k::gemv_swiglu(dw.w.data(), dw.fp8() ? dw.scales.as<float>() : nullptr, out_rows, intermediate, dgu.as<A>(),
+                   tokens, out.buffer.data(), fp32_out, out.beta(), s);
+    r.fused = out.read();
     return r;
-  }
-  out.reset();
-  k::gemv_swiglu(dw.w.data(), dw.fp8() ? dw.scales.as<float>() : nullptr, out_rows, intermediate, dgu.as<bf16>(), tokens,
-                 out.buffer.data(), fp32_out, out.beta(), s);
-  r.fused = out.read();
-  return r;
+  });
 }
 
 }  // namespace itera::llm

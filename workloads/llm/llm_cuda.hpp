@@ -1,23 +1,30 @@
 #pragma once
-// The llm model on the cuda backend: bf16 (or fp8 e4m3) weights, bf16 (or fp8 e4m3) KV cache, fp32
-// residual stream and accumulation, cuBLASLt for every matrix product, the kernels of
-// src/kernels/llm_kernels.cuh for the rest. No CUDA headers here: front ends and tests (.cpp) use
-// it as is.
+// The llm model on the cuda backend: a 16-bit compute type C (bf16 or fp16: the activations between
+// kernels and the tensor cores' inputs), bf16, fp16 or fp8 e4m3 weights, a KV cache of C or fp8
+// e4m3, fp32 residual stream and accumulation, cuBLASLt for the larger matrix products, the
+// kernels of src/kernels/llm_kernels.cuh for the rest. No CUDA headers here: front ends and tests
+// (.cpp) use it as is. Below, "16-bit" is C.
 //
 // A forward pass over T rows (prefill: batch x prompt, sequence by sequence; decode: batch):
 //   x (fp32) = embed[tokens]
-//   per layer:  h = rmsnorm(x) (bf16) ; qkv = h Wqkv^T (bf16, Wqkv = [q; k; v] rows fused at load)
+//   per layer:  h = rmsnorm(x) (16-bit) ; qkv = h Wqkv^T (16-bit, Wqkv = [q; k; v] rows fused at load)
 //               bias, RoPE on q and k, k and v into the cache at each row's position
-//               a = attention(q, K, V) (bf16) ; x += a Wo^T (cuBLASLt, fp32 output, beta = 1)
+//               a = attention(q, K, V) (16-bit) ; x += a Wo^T (cuBLASLt, fp32 output, beta = 1)
 //               h = rmsnorm(x) ; gu = h Wgu^T (Wgu = [gate; up]) ; m = silu(g) * u ; x += m Wdown^T
 //   logits (fp32) = rmsnorm(x) Wlm^T (rows needed only) ; next = argmax per sequence
 // At decode sizes (the gemv's rows) each rmsnorm runs inside the product after it and silu(g) * u
 // inside the down product (llm_kernels.cuh: gemv_rms_norm, gemv_swiglu), with the same roundings.
 // The attention's K and V: a prefill (every slot it fills starts empty) reads the pass's own rows
-// (the rotated k written back into qkv, bf16), a decode step the cache, its new token included.
+// (the rotated k written back into qkv, 16-bit), a decode step the cache, its new token included.
 // With an fp8 e4m3 cache (engine_options::kv) K and V are rounded from fp32 to e4m3 at the store
-// (one scale per tensor, fixed at 1, saturating at +-448): a prefill's attention sees bf16 K and V,
-// decode steps the fp8 cache, as the cpu reference does (llm_cpu.hpp).
+// (one scale per tensor, fixed at 1, saturating at +-448): a prefill's attention sees 16-bit K and
+// V, decode steps the fp8 cache, as the cpu reference does (llm_cpu.hpp).
+//
+// fp16 compute. The same kernels (templates on the 16-bit type) and cuBLASLt products in CUDA_R_16F.
+// fp16 holds 3 more significant bits than bf16 and values up to 65504: the residual stream, the
+// scores, the softmax and every sum stay fp32, so what must fit is what a 16-bit buffer holds (norm
+// outputs, q/k/v, the cache, the attention output, gate/up and the SwiGLU product). The cpu
+// reference computes in fp32 whatever the compute type (llm_cpu.hpp): it is the oracle of both.
 //
 // Per-step state lives on the device: each sequence's length (the position its next token takes)
 // and the token ids. decode_device() reads the ids there, writes the argmax back there and advances
@@ -47,15 +54,20 @@ struct engine_options {
   std::int64_t prefill_batch = 0;        // sequences one prefill covers; 0: batch (activations are
                                          // sized for prefill_batch x max_prompt rows)
   bool all_position_logits = false;      // prefill can return the logits of every position (tests)
-  // Weight storage: bf16, or fp8_e4m3 for the layer projections (one fp32 scale per output channel,
-  // quantised by the engine from bf16 values as weights.hpp: round_tensor does; the rest bf16).
-  // Products of at most 2 rows read the fp8 codes in the gemv kernel; larger ones
-  // run on fp8 tensor cores (activations quantised per token, both scales applied to the sums
-  // after) where cuBLASLt multiplies fp8 (cuda_engine::fp8_products_available), else dequantise
-  // the matrix to a bf16 scratch and run cuBLASLt in bf16.
+  // The compute type: bf16 or fp16 (see above).
+  dtype compute = dtype::bf16;
+  // Weight storage: bf16 or fp16 (values of that type; held in the compute type: a weight of the
+  // other 16-bit type is rounded to it once, at load), or fp8_e4m3 for the layer projections (one
+  // fp32 scale per output channel, quantised by the engine from bf16 values as weights.hpp:
+  // round_tensor does; the rest bf16 values, held in the compute type). Products of at most 2 rows
+  // read the fp8 codes in the gemv kernel; larger ones run on fp8 tensor cores (activations
+  // quantised per token, both scales applied to the sums after) where cuBLASLt multiplies fp8 into
+  // the compute type (cuda_engine::fp8_products_available), else dequantise the matrix to a 16-bit
+  // scratch and run cuBLASLt in the compute type.
   dtype weights = dtype::bf16;
-  // KV cache storage: bf16, or fp8_e4m3 codes (1 byte per element; scale 1, saturating; read back
-  // by the decode attention only: memory_plan's kv bytes halve, and a decode step's cache bytes).
+  // KV cache storage: the compute type (bf16 or fp16; the other 16-bit type is refused), or
+  // fp8_e4m3 codes (1 byte per element; scale 1, saturating; read back by the decode attention
+  // only: memory_plan's kv bytes halve, and a decode step's cache bytes).
   dtype kv = dtype::bf16;
   // The weights, the KV cache and the activations in evictable device memory, so that offload()
   // can give them back between uses (residency=staged in the multimodal pipeline).
@@ -64,50 +76,58 @@ struct engine_options {
 
 // The small-token product the engine runs for decode (at most gemv_max_tokens rows), alone, for tests:
 // returns out[t * out_rows + o] = sum_i w[o][i] x[t][i] (+ out_init[t * out_rows + o] when fp32_out
-// and out_init is not empty: beta = 1) as fp32 (bf16 output widened). w: bf16 bits [out_rows][in],
-// x: bf16 bits [tokens][in]. The output is poisoned (NaN) before the run.
+// and out_init is not empty: beta = 1) as fp32 (16-bit output widened). w: bits [out_rows][in],
+// x: bits [tokens][in], both of `compute` (bf16 or fp16), as the output when not fp32. The output
+// is poisoned (NaN) before the run.
 std::vector<float> small_gemm(backend& dev, std::span<const std::uint16_t> w, std::int64_t out_rows, std::int64_t in,
                               std::span<const std::uint16_t> x, std::int64_t tokens, bool fp32_out,
-                              std::span<const float> out_init = {});
+                              std::span<const float> out_init = {}, dtype compute = dtype::bf16);
 
 // The decode step's fused products (at most gemv_max_tokens rows, llm_kernels.cuh: gemv_rms_norm,
 // gemv_swiglu), alone, for tests: each runs the fused kernel and the unfused pair it replaces on
 // the same inputs (outputs poisoned with NaN before each run) and returns both outputs widened to
 // fp32, out[t * out_rows + o], plus out_init[...] when fp32_out and out_init is not empty (beta 1).
 // fused_kernel: whether the fused kernel took the shape (when not, `fused` is the unfused pair's).
+// compute: the 16-bit type (bf16 or fp16) of every 16-bit operand below and of 16-bit output.
 struct fused_product_check {
   std::vector<float> fused, unfused;
   bool fused_kernel = false;
 };
-// A projection as the gemv reads it: bf16 bits [out_rows][in], or (bf16 empty) fp8 e4m3 codes
+// A projection as the gemv reads it: 16-bit bits [out_rows][in], or (bits16 empty) fp8 e4m3 codes
 // [out_rows][in] with one fp32 scale per row.
 struct small_weights {
-  std::span<const std::uint16_t> bf16;
+  std::span<const std::uint16_t> bits16;
   std::span<const std::uint8_t> fp8_codes;
   std::span<const float> fp8_scales;
 };
 // rms_norm then the product: x fp32 rows, token t at row t * in_stride + in_offset, each `in` wide;
-// norm_weight bf16 bits [in]. gemv_rms_norm against rms_norm + gemv.
+// norm_weight 16-bit bits [in]. gemv_rms_norm against rms_norm + gemv.
 fused_product_check small_gemm_rms_norm(backend& dev, const small_weights& w, std::int64_t out_rows, std::int64_t in,
                                         std::span<const float> x, std::int64_t in_stride, std::int64_t in_offset,
                                         std::span<const std::uint16_t> norm_weight, float eps, std::int64_t tokens,
-                                        bool fp32_out, std::span<const float> out_init = {});
-// SwiGLU then the product: gate_up bf16 bits [tokens][2 intermediate] (gate | up). gemv_swiglu
+                                        bool fp32_out, std::span<const float> out_init = {},
+                                        dtype compute = dtype::bf16);
+// SwiGLU then the product: gate_up 16-bit bits [tokens][2 intermediate] (gate | up). gemv_swiglu
 // against swiglu + gemv.
 fused_product_check small_gemm_swiglu(backend& dev, const small_weights& w, std::int64_t out_rows,
                                       std::int64_t intermediate, std::span<const std::uint16_t> gate_up,
-                                      std::int64_t tokens, bool fp32_out, std::span<const float> out_init = {});
+                                      std::int64_t tokens, bool fp32_out, std::span<const float> out_init = {},
+                                      dtype compute = dtype::bf16);
 
 class cuda_engine final : public engine {
  public:
-  // Whether cuBLASLt on this device multiplies fp8 e4m3 operands into bf16 and fp32 outputs
-  // (sm_89 and later). ITERA_LLM_FP8_PRODUCTS=0 says no.
-  static bool fp8_products_available(backend& dev);
+  // Whether cuBLASLt on this device multiplies fp8 e4m3 operands into `compute` (bf16 or fp16) and
+  // fp32 outputs (sm_89 and later). ITERA_LLM_FP8_PRODUCTS=0 says no.
+  static bool fp8_products_available(backend& dev, dtype compute = dtype::bf16);
 
-  // Weights from a holder (values representable in bf16: random_weights(c, bf16, seed) or a
-  // checkpoint loaded as bf16), rounded to bf16 and uploaded. `dev` must be the cuda backend.
+  // Weights from a holder, uploaded. 16-bit weights (options.weights bf16 or fp16): a holder of
+  // bf16 or fp16 values (random_weights(c, weights, seed), or a checkpoint loaded as that type),
+  // each value rounded to options.weights, then to the compute type (usage_error for a weight past
+  // fp16's range where that is fp16). fp8_e4m3: a bf16 holder, quantised by the engine. `dev` must
+  // be the cuda backend.
   cuda_engine(backend& dev, const model_weights& weights, const engine_options& options);
-  // Weights generated on the device: bit-identical to random_weights(config, bf16, seed).
+  // Weights generated on the device: bit-identical to uploading random_weights(config, s, seed), s
+  // the weights' 16-bit type (bf16 for fp8_e4m3).
   cuda_engine(backend& dev, const model_config& config, std::uint64_t seed, const engine_options& options);
   ~cuda_engine() override;
   cuda_engine(const cuda_engine&) = delete;

@@ -31,13 +31,20 @@ workload_decl declaration() {
        "intermediate, vocab, max_position)", {}, 0, 0},
       {"checkpoint", axis_kind::string, "random",
        "'random' (seeded weights at a realistic scale) or a Hugging Face folder (config.json + *.safetensors)", {}, 0, 0},
+      {"compute", axis_kind::string, "bf16",
+       "16-bit type of the activations between kernels and of the tensor-core inputs (accumulation and the residual "
+       "stream stay fp32); cuda: 16-bit weights of the other type are converted to it once at load, and an fp16 case "
+       "reports its quality against bf16 compute; the cpu engine computes in fp32 whatever this says",
+       {"bf16", "fp16"}, 0, 0},
       {"weights", axis_kind::string, "bf16",
-       "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16",
+       "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16 values (held in "
+       "the compute type on cuda)",
        {"bf16", "fp16", "fp8_e4m3"}, 0, 0},
       {"kv", axis_kind::string, "bf16",
-       "KV cache storage; fp8_e4m3: K and V rounded to e4m3 at the cache store (one scale per tensor, fixed at 1, "
-       "saturating), a prefill attending over its own bf16 K and V; quality reported against a bf16 cache",
-       {"bf16", "fp8_e4m3"}, 0, 0},
+       "KV cache storage; bf16 or fp16: the compute type's (the other is rejected); fp8_e4m3: K and V rounded to e4m3 "
+       "at the cache store (one scale per tensor, fixed at 1, saturating), a prefill attending over its own 16-bit K "
+       "and V; quality reported against a 16-bit cache",
+       {"bf16", "fp16", "fp8_e4m3"}, 0, 0},
       {"scenario", axis_kind::string, "offline", "offline batch, Poisson server, or single stream",
        {"offline", "server", "single_stream"}, 0, 0},
       {"loop", axis_kind::string, "compute",
@@ -63,6 +70,12 @@ workload_decl declaration() {
              "it is made already)";
     if (scenario == "single_stream" && value_of(v, "batch") != "1")
       return "scenario=single_stream runs one request at a time: batch must be 1";
+    // A 16-bit cache holds the activations as they are: the compute type, not the other 16-bit one.
+    const auto kv = value_of(v, "kv"), compute = value_of(v, "compute");
+    if ((kv == "bf16" || kv == "fp16") && !compute.empty() && kv != compute)
+      return fmt::format("kv={} with compute={}: a 16-bit KV cache holds the compute type; write kv={} (or "
+                         "kv=fp8_e4m3)",
+                         kv, compute, compute);
     return {};
   };
   w.suite = [](const backend& dev) -> std::vector<axis_overrides> {

@@ -12,9 +12,11 @@ namespace itera::llm {
 
 namespace {
 
+// A checkpoint is read as the weights' 16-bit type (bf16 for fp8: the engine quantises those).
 std::unique_ptr<cuda_engine> make_engine(backend& dev, const llm_case& c, const engine_options& o) {
   if (c.checkpoint == "random") return std::make_unique<cuda_engine>(dev, c.config, c.seed, o);
-  return std::make_unique<cuda_engine>(dev, load_checkpoint(c.checkpoint, dtype::bf16), o);
+  const dtype read_as = o.weights == dtype::fp8_e4m3 ? dtype::bf16 : o.weights;
+  return std::make_unique<cuda_engine>(dev, load_checkpoint(c.checkpoint, read_as), o);
 }
 
 // A cuda engine's logits for the quality comparison: every slot is a sequence.
@@ -37,14 +39,11 @@ class engine_logits final : public logits_model {
 void run_cuda(case_state& st) {
   const llm_case c = read_case(st);
   backend& dev = st.device();
-  if (c.weights != dtype::bf16 && c.weights != dtype::fp8_e4m3)
-    throw case_skipped(fmt::format("the cuda engine stores bf16 or fp8_e4m3 weights; {} is run on the cpu backend only",
-                                   dtype_name(c.weights)));
   // The cuBLASLt workspace is the backend's and already allocated: the plan counts it, the free
   // memory the driver reports has it taken already.
   const std::uint64_t workspace = default_workspace_bytes;
   const auto free_before = dev.memory().free_bytes;
-  const bool fp8_products = c.weights == dtype::fp8_e4m3 && cuda_engine::fp8_products_available(dev);
+  const bool fp8_products = c.weights == dtype::fp8_e4m3 && cuda_engine::fp8_products_available(dev, c.compute);
   (void)check_memory(st, c, free_before + workspace, workspace, held_as::case_precision, fp8_products);
 
   memory_tracker& tracker = dev.memory_tracking();
@@ -55,6 +54,7 @@ void run_cuda(case_state& st) {
   o.max_context = c.context;
   o.max_prompt = c.prompts == "synthetic" ? c.prompt : c.context;
   o.prefill_batch = c.kind == scenario::offline ? o.batch : 1;
+  o.compute = c.compute;
   o.weights = c.weights;
   o.kv = c.kv;
   std::unique_ptr<cuda_engine> eng = make_engine(dev, c, o);
@@ -70,25 +70,46 @@ void run_cuda(case_state& st) {
   st.add_metric("memory/device_used", driver, "B");
   eng.reset();
 
-  // fp8 weights and an fp8 KV cache: quality against bf16 on this card (R6, R10), each raised
-  // alone (the other as the case's), measured after the memory figures, one engine at a time.
-  const auto engine_in = [&](dtype weights, dtype kv) {
-    return [&, weights, kv](std::int64_t sequences, std::int64_t context) -> std::unique_ptr<logits_model> {
+  // fp8 weights, an fp8 KV cache and fp16 compute: quality against a reference precision on this
+  // card (R6, R10), each raised alone (the others as the case's), measured after the memory
+  // figures, one engine at a time. fp16 compute's reference is bf16 compute, the precision the
+  // engine was measured in first: the figures say how far the two types' results are apart, not
+  // how close either is to fp32 (the cpu backend's quality figures give that, from the weights).
+  const auto engine_in = [&](dtype compute, dtype weights, dtype kv) {
+    return [&, compute, weights, kv](std::int64_t sequences, std::int64_t context) -> std::unique_ptr<logits_model> {
       engine_options q;
       q.batch = sequences;
       q.max_context = context;
+      q.compute = compute;
       q.weights = weights;
       q.kv = kv;
       return std::make_unique<engine_logits>(make_engine(dev, c, q));
     };
   };
-  if (c.weights == dtype::fp8_e4m3)
-    record_quality(st, c, engine_in(dtype::fp8_e4m3, c.kv), engine_in(dtype::bf16, c.kv),
-                   c.kv == dtype::fp8_e4m3 ? "bf16 weights on the cuda engine (fp8 e4m3 KV cache, as the case's)"
-                                           : "bf16 weights on the cuda engine");
+  const std::string compute(dtype_name(c.compute));
+  if (c.weights == dtype::fp8_e4m3) {
+    // The other precisions that are not bf16, named as the case's.
+    std::string others;
+    if (c.kv == dtype::fp8_e4m3) others = "fp8 e4m3 KV cache";
+    if (c.compute == dtype::fp16) others += others.empty() ? "fp16 compute" : ", fp16 compute";
+    record_quality(st, c, engine_in(c.compute, dtype::fp8_e4m3, c.kv), engine_in(c.compute, dtype::bf16, c.kv),
+                   others.empty() ? "bf16 weights on the cuda engine"
+                                  : fmt::format("bf16 weights on the cuda engine ({}, as the case's)", others));
+  }
   if (c.kv == dtype::fp8_e4m3)
-    record_quality(st, c, engine_in(c.weights, dtype::fp8_e4m3), engine_in(c.weights, dtype::bf16),
-                   "bf16 KV cache on the cuda engine", quality_of::kv_cache);
+    record_quality(st, c, engine_in(c.compute, c.weights, dtype::fp8_e4m3), engine_in(c.compute, c.weights, c.compute),
+                   fmt::format("{} KV cache on the cuda engine", compute), quality_of::kv_cache);
+  if (c.compute == dtype::fp16) {
+    // A 16-bit cache follows the compute type; an fp8 one stays.
+    const dtype reference_kv = c.kv == dtype::fp16 ? dtype::bf16 : c.kv;
+    record_quality(st, c, engine_in(dtype::fp16, c.weights, c.kv), engine_in(dtype::bf16, c.weights, reference_kv),
+                   fmt::format("bf16 compute on the cuda engine ({} weights as the case's, {}): how far fp16 compute "
+                               "moves the logits from bf16 compute's, not a distance from fp32",
+                               dtype_name(c.weights),
+                               reference_kv == dtype::bf16 ? "a bf16 KV cache for the case's fp16 one"
+                                                           : "fp8 e4m3 KV cache as the case's"),
+                   quality_of::compute);
+  }
 }
 
 }  // namespace itera::llm

@@ -70,7 +70,8 @@ memory_plan plan_memory(const memory_request& r) {
   };
   // fp8 weights, products above the cuda engine's GEMV rows (llm_cuda.hpp): on fp8 tensor cores
   // the activations are quantised per token into one scratch sized for the widest input, with a
-  // scale per row; otherwise a projection at a time is dequantised into a bf16 scratch.
+  // scale per row; otherwise a projection at a time is dequantised into a scratch of the 16-bit
+  // compute type (bf16 or fp16: 2 bytes an element either way).
   if (r.weights == dtype::fp8_e4m3 && r.fp8_products)
     plan.activations.push_back({"fp8 activation codes", to_bytes(rows * (std::max({hidden, qd, inter}) + 4))});
   else if (r.weights == dtype::fp8_e4m3)

@@ -25,7 +25,7 @@ inline constexpr std::uint64_t default_workspace_bytes = std::uint64_t{64} << 20
 struct memory_request {
   model_config config;
   dtype weights = dtype::bf16;
-  dtype activations = dtype::bf16;  // compute precision of the activation buffers
+  dtype activations = dtype::bf16;  // compute precision of the activation buffers (bf16 and fp16: 2 bytes)
   dtype kv = dtype::bf16;
   std::int64_t batch = 1;           // sequences held at once
   std::int64_t context = 0;         // tokens each sequence may hold: prompt + output
@@ -33,7 +33,7 @@ struct memory_request {
   std::int64_t prefill_batch = 0;   // sequences one prefill pass covers; 0: the batch
   std::uint64_t workspace_bytes = default_workspace_bytes;
   // fp8 weights: the products above the GEMV's rows run on fp8 tensor cores (activations quantised
-  // per token into a scratch) rather than on a bf16 dequantised copy of each projection.
+  // per token into a scratch) rather than on a dequantised copy of each projection in the compute type.
   bool fp8_products = false;
 };
 

@@ -244,8 +244,10 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
         {"throughput/prefill_tokens_per_s", static_cast<double>(plan.prompt_tokens) / prefill_s, "tokens/s"});
     const double prefill_flops = plan.prefill.flops / prefill_s;
     r.metrics.push_back({"throughput/prefill_flops", prefill_flops, "FLOP/s"});
-    // Against the ceiling of the products that ran: fp8 weights are dequantised to bf16 for them.
-    const dtype products = c.weights == dtype::fp8_e4m3 ? dtype::bf16 : c.weights;
+    // Against the ceiling of the products that ran: in the compute type (16-bit weights of the
+    // other type are converted to it, fp8 weights dequantised to it or run on fp8 tensor cores,
+    // counted here as the compute type's as before).
+    const dtype products = c.weights == dtype::fp32 ? dtype::fp32 : c.compute;
     add_ceiling_share(r, st.ceilings(), fmt::format("gemm.{}", dtype_name(products)), "prefill", prefill_flops);
     if (plan.decode_steps > 0 && decode_s > 0) {
       const double tpot = decode_s / static_cast<double>(plan.decode_steps);
@@ -437,6 +439,7 @@ llm_case read_case(const case_state& st) {
   }
   c.weights = parse_dtype(st.get_string("weights"));
   c.kv = parse_dtype(st.get_string("kv"));
+  c.compute = parse_dtype(st.get_string("compute"));
   const auto& kind = st.get_string("scenario");
   c.kind = kind == "server" ? scenario::server : kind == "single_stream" ? scenario::single_stream : scenario::offline;
   c.way = st.get_string("loop") == "end_to_end" ? loop::end_to_end : loop::compute;
@@ -485,7 +488,7 @@ memory_request memory_needs(const llm_case& c, std::uint64_t workspace_bytes, he
   const bool fp32 = held == held_as::fp32;
   r.weights = fp32 ? dtype::fp32 : c.weights;
   r.kv = fp32 ? dtype::fp32 : c.kv;
-  r.activations = fp32 ? dtype::fp32 : dtype::bf16;
+  r.activations = fp32 ? dtype::fp32 : c.compute;
   r.batch = c.kind == scenario::single_stream ? 1 : c.batch;
   r.context = c.context;
   // Offline prefills a whole batch at once; serving prefills one request at a time.
@@ -523,6 +526,7 @@ void run_case(case_state& st, engine& eng, const llm_case& c) {
   st.set_field("model", c.config.name);
   st.set_field("precision.weights", std::string(dtype_name(c.weights)));
   st.set_field("precision.kv_cache", std::string(dtype_name(c.kv)));
+  st.set_field("precision.compute", std::string(dtype_name(c.compute)));
   st.set_field("precision.accumulate", "fp32");
   st.set_field("context", std::to_string(c.context));
   st.set_detail("precision.as_run", eng.precision_note());
@@ -534,16 +538,18 @@ void run_case(case_state& st, engine& eng, const llm_case& c) {
 
 void record_quality(case_state& st, const llm_case& c, const logits_model_factory& test,
                     const logits_model_factory& reference, const std::string& reference_name, quality_of what) {
-  const bool kv = what == quality_of::kv_cache;
-  const std::string metric = kv ? "quality/kv_cache/" : "quality/", detail = kv ? "quality.kv_cache." : "quality.";
+  const std::string part = what == quality_of::kv_cache ? "kv_cache" : what == quality_of::compute ? "compute" : "";
+  const std::string metric = part.empty() ? "quality/" : "quality/" + part + "/";
+  const std::string detail = part.empty() ? "quality." : "quality." + part + ".";
   const std::int64_t n = std::min<std::int64_t>(c.batch, 4), positions = std::min<std::int64_t>(c.output, 16);
   // Synthetic prompts of the case's length, within its context and the model's positions.
   const std::int64_t prompt_len =
       std::max<std::int64_t>(1, std::min({c.prompt, c.context, c.config.max_position - positions}));
   const model_config& m = c.config;
   const std::string key =
-      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, m.layers, m.hidden, m.heads, m.kv_heads,
+      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, m.layers, m.hidden, m.heads, m.kv_heads,
                   m.head_dim, m.intermediate, m.vocab, c.checkpoint, c.seed, dtype_name(c.weights), dtype_name(c.kv),
+                  dtype_name(c.compute),
                   metric, reference_name, prompt_len, n);
   static std::mutex cache_mutex;
   static std::map<std::string, quality_figures> cache;

@@ -52,6 +52,7 @@ struct llm_case {
   model_config config;
   std::string checkpoint = "random";  // "random" or a Hugging Face checkpoint folder
   dtype weights = dtype::bf16, kv = dtype::bf16;
+  dtype compute = dtype::bf16;  // the 16-bit type of activations on the cuda engine (the cpu engine's are fp32)
   scenario kind = scenario::offline;
   loop way = loop::compute;
   std::int64_t batch = 1;    // offline: sequences per generation; server: the most in flight
@@ -85,14 +86,14 @@ memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_b
 // Quality of one of the case's precisions against `reference_name` (quality.hpp): the tested
 // model is the case as run, the reference the same with that precision raised. `what` names the
 // figures: the weights, quality/logits_rel_error and quality/top1_agreement with the details
-// quality.reference, quality.positions; the KV cache, quality/kv_cache/... and quality.kv_cache.*
-// (a case with fp8 weights and an fp8 cache has both). min(batch, 4) synthetic prompts of the
+// quality.reference, quality.positions; the KV cache, quality/kv_cache/... and quality.kv_cache.*;
+// the compute type, quality/compute/... and quality.compute.* (a case may have all three). min(batch, 4) synthetic prompts of the
 // case's length, min(output, 16) positions. Each model is built by its function when needed and
 // released before the next is built (the two need not fit together). Figures are kept for the
 // process's later cases of the same model, precisions, reference and prompt length. When a model
 // cannot be built or run, the figures are left out and the detail quality.not_measured (or
 // quality.kv_cache.not_measured) says why: the case's timings stand.
-enum class quality_of { weights, kv_cache };
+enum class quality_of { weights, kv_cache, compute };
 using logits_model_factory = std::function<std::unique_ptr<logits_model>(std::int64_t sequences, std::int64_t context)>;
 void record_quality(case_state& st, const llm_case& c, const logits_model_factory& test,
                     const logits_model_factory& reference, const std::string& reference_name,
