@@ -1566,6 +1566,8 @@ void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_
            count / 8, col_scale, row_scale, 1.0f / sums_scale);
     return;
   }
+  if (sums_scale != 1.0f)
+    throw std::invalid_argument("llm scale_product: fp32 sums come from a product with alpha 1 (sums_scale must be 1)");
   launch(scale_add_product_f32_kernel, blocks_for(count), block_threads, 0, stream, static_cast<const float*>(d),
          static_cast<float*>(out), cols, count, col_scale, row_scale, beta);
 }

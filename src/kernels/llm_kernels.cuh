@@ -224,6 +224,10 @@ constexpr float fp8_sums_scale(std::int64_t k) {
     return static_cast<float>(s);
   }
 }
+// The largest power of two that fits: at k = 4096, 4096 x 448^2 = 2^12 x 200704 needs 2^-12 x
+// 2^-2 (200704 x 2^-2 = 50176 <= 65504; x 2^-1 would be 100352).
+static_assert(fp8_sums_scale<__half>(4096) == 0x1p-14f && fp8_sums_scale<__half>(4096) * 2 * 4096.0 * 448 * 448 > 65504);
+static_assert(fp8_sums_scale<bf16>(4096) == 1.0f);
 // The scales of an fp8 product applied to its unscaled sums d [rows][cols]: times col_scale[c]
 // (per weight row) and row_scale[r] (per token). 16-bit (fp32 false): in place (d == out, beta 0),
 // the sums having been multiplied by sums_scale (fp8_sums_scale<A>: 1 for bf16), divided out

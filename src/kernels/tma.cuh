@@ -1,6 +1,6 @@
 #pragma once
 // The Tensor Memory Accelerator and shared-memory barriers (sm_90), for kernels whose producer
-// thread copies tiles that consumer warpgroups multiply (gemm_wgmma.cu).
+// thread copies tiles that consumer warpgroups multiply (vit_gemm.cu).
 //
 // A stage's `full` barrier is armed by the producer with the stage's byte count
 // (barrier_expect_bytes) and completes when the TMA copies have written that many bytes; its

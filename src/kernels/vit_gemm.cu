@@ -229,7 +229,7 @@ CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsign
 
 template <activation A, bool R>
 void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
-                 bf16* out, cudaStream_t stream) {
+                 bf16* out, cudaStream_t stream, int max_blocks) {
   static const bool ready = [] {
     ITERA_CUDA_CHECK(cudaFuncSetAttribute(gemm_bias_activation_kernel<A, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(shared_bytes)));
@@ -238,7 +238,8 @@ void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n
   (void)ready;
   const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
   const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
-  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, device_multiprocessors()));
+  const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));
   itera::kernels::launch(gemm_bias_activation_kernel<A, R>, grid, threads, shared_bytes, stream, x_map, w_map, bias, out,
                          static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k),
                          static_cast<int>(tiles));
@@ -255,10 +256,11 @@ bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int6
 }
 
 void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
-                          const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream) {
+                          const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream,
+                          int max_blocks) {
   const auto run = [&]<activation A>() {
-    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream);
-    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream);
+    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream, max_blocks);
   };
   switch (act) {
     case activation::quick_gelu: run.template operator()<activation::quick_gelu>(); break;

@@ -21,7 +21,10 @@ bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int6
 // Linear's weight), bias bf16 [n], fp32 sums. round_sums: sum + bias rounded to bf16 before the
 // activation (a bf16 Linear, then the activation: vit_gpu.hpp fc1_bf16_sums), else one rounding.
 // The activation is activation.cuh's activate_fast (__expf, __fdividef; gelu exact).
+// max_blocks > 0 caps the persistent grid (one block per SM otherwise): tests use it so that
+// each block walks several tiles.
 void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
-                          const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream);
+                          const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream,
+                          int max_blocks = 0);
 
 }  // namespace itera::kernels::vit

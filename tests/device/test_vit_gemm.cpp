@@ -2,7 +2,9 @@
 // product of the same bf16 values on random data (never zero): a partial last row tile, one and
 // sixteen tiles of columns, one step of k and sixteen, each activation, and both rounding modes
 // (round_sums: sum + bias rounded to bf16 before the activation, as the reference then does too).
-// Every output is written (the buffer starts as NaN bits).
+// Every output is written (the buffer starts as NaN bits). With the grid capped at one or two
+// blocks, each block walks several tiles (3-6, 16 or 3 steps of k against 3 buffers): the staging
+// tile's barriers and the ring's phases across tiles, which one-tile-per-block shapes never reach.
 //
 // Tolerance (normalised error): the sums are fp32 over k exact products (~sqrt(k) 2^-24 relative
 // from fp64), then one bf16 rounding of the result (2^-9 relative at most, ~2^-9 / sqrt(3)
@@ -66,11 +68,19 @@ double activate(vk::activation a, double x) {
   return x;
 }
 
+// A device copy of host, or nullptr (the failure recorded) when it cannot be made.
 template <class T>
 T* device_copy(const std::vector<T>& host) {
   void* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  if (cudaMalloc(&p, host.size() * sizeof(T)) != cudaSuccess) {
+    ADD_FAILURE() << "cudaMalloc of " << host.size() * sizeof(T) << " bytes failed";
+    return nullptr;
+  }
+  if (cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess) {
+    ADD_FAILURE() << "cudaMemcpy to the device failed";
+    (void)cudaFree(p);
+    return nullptr;
+  }
   return static_cast<T*>(p);
 }
 
@@ -80,6 +90,7 @@ TEST_F(vit_gemm, matches_fp64_product) {
     std::int64_t rows, n, k;
     vk::activation act;
     bool round_sums;
+    int max_blocks = 0;
   };
   const shape shapes[] = {
       {300, 512, 1024, vk::activation::quick_gelu, false},
@@ -87,10 +98,14 @@ TEST_F(vit_gemm, matches_fp64_product) {
       {129, 4096, 1024, vk::activation::quick_gelu, true},  // ViT-L/14's fc1 columns, two row tiles
       {77, 256, 64, vk::activation::gelu, false},           // one step of k, one tile
       {200, 768, 192, vk::activation::gelu_tanh, false},
+      {300, 512, 1024, vk::activation::quick_gelu, true, 2},    // 6 tiles: three per block
+      {300, 512, 1024, vk::activation::quick_gelu, false, 1},   // six tiles in one block
+      {200, 768, 192, vk::activation::gelu_tanh, true, 1},      // 6 tiles of 3 steps in one block
   };
   for (const shape& s : shapes) {
     SCOPED_TRACE(::testing::Message() << "rows=" << s.rows << " n=" << s.n << " k=" << s.k << " act="
-                                      << static_cast<int>(s.act) << " round_sums=" << s.round_sums);
+                                      << static_cast<int>(s.act) << " round_sums=" << s.round_sums
+                                      << " max_blocks=" << s.max_blocks);
     // Inputs at the scale of a normalised row and a Linear's weights: sums of order 1.
     const auto x = random_bf16(static_cast<std::size_t>(s.rows * s.k), 7 + static_cast<std::uint64_t>(s.rows), 2.0f);
     const auto w = random_bf16(static_cast<std::size_t>(s.n * s.k), 13 + static_cast<std::uint64_t>(s.n),
@@ -113,6 +128,7 @@ TEST_F(vit_gemm, matches_fp64_product) {
     auto* dx = device_copy(x);
     auto* dw = device_copy(w);
     auto* db = device_copy(bias);
+    ASSERT_TRUE(dx && dw && db);
     void* dout = nullptr;
     const std::size_t out_bytes = ref.size() * 2;
     ASSERT_EQ(cudaMalloc(&dout, out_bytes), cudaSuccess);
@@ -120,7 +136,7 @@ TEST_F(vit_gemm, matches_fp64_product) {
     vk::gemm_bias_activation(reinterpret_cast<const __nv_bfloat16*>(dx), s.rows,
                              reinterpret_cast<const __nv_bfloat16*>(dw), s.n, s.k,
                              reinterpret_cast<const __nv_bfloat16*>(db), s.act, s.round_sums,
-                             static_cast<__nv_bfloat16*>(dout), nullptr);
+                             static_cast<__nv_bfloat16*>(dout), nullptr, s.max_blocks);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<std::uint16_t> bits(ref.size());
     ASSERT_EQ(cudaMemcpy(bits.data(), dout, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);

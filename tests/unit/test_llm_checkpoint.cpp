@@ -165,6 +165,25 @@ TEST_F(LlmCheckpoint, Bf16RoundTripIsExact) {
   for (const auto& spec : tensor_specs(w.config)) EXPECT_EQ(loaded.tensor(spec), w.tensor(spec)) << spec.name;
 }
 
+// A weight past fp16's 65504 cannot be held in fp16: loading for fp16 storage is refused with the
+// tensor's name (it would otherwise become infinity in every engine); bf16 holds it.
+TEST_F(LlmCheckpoint, Fp16RefusesAWeightPastItsRange) {
+  auto w = random_weights(preset("tiny"), dtype::bf16, 42);
+  const tensor_spec target = tensor_specs(w.config).at(3);
+  w.tensor(target)[5] = 70144.0f;  // a bf16 value
+  write_checkpoint(m_dir, w, dtype::bf16);
+  try {
+    (void)load_checkpoint(m_dir, dtype::fp16);
+    ADD_FAILURE() << "a weight of 70144 was loaded as fp16";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(target.name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("65504"), std::string::npos) << e.what();
+  }
+  const auto loaded = load_checkpoint(m_dir, dtype::bf16);
+  EXPECT_EQ(loaded.tensor(target)[5], 70144.0f);
+  EXPECT_NO_THROW((void)random_tensor(target, dtype::fp16, 1)) << "random weights stay in fp16's range";
+}
+
 TEST_F(LlmCheckpoint, ShardedBiasedTiedScaledConfigRoundTrips) {
   auto c = preset("tiny");
   c.attention_bias = true;

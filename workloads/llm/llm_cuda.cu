@@ -950,8 +950,7 @@ std::string cuda_engine::precision_note() const {
                ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,
                " on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
   const std::string weights(dtype_name(m->o.weights));
-  return cat(m->kv8 ? weights + " weights" : weights + " weights and " + act + " KV cache", converted(m->o.weights),
-             activations, "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
+  return cat(weights, " weights", converted(m->o.weights), m->kv8 ? "" : cat(" and ", act, " KV cache"), activations, "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
              " rows, the own gemv kernel (fp32 accumulation) at or below", tail);
 }
 

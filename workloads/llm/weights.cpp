@@ -111,6 +111,19 @@ std::vector<float> quantise_fp8_rows(std::span<const float> values, std::int64_t
 }
 
 void round_tensor(const tensor_spec& spec, dtype storage, std::vector<float>& values) {
+  if (storage == dtype::fp16) {
+    // fp16 tops out at 65504: a larger weight would become infinity (in the holder, so on every
+    // engine). Refused here, where the tensor has a name.
+    for (float& v : values) {
+      const float r = round_to_storage(dtype::fp16, v);
+      if (std::isfinite(v) && !std::isfinite(r))
+        throw usage_error(fmt::format("tensor '{}' holds {}, past fp16's largest value (65504): load it as bf16 "
+                                      "(weights=bf16) or fp32",
+                                      spec.name, v));
+      v = r;
+    }
+    return;
+  }
   if (storage != dtype::fp8_e4m3) {
     round_to_storage(storage, values);
     return;

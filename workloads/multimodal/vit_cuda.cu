@@ -5,15 +5,15 @@
 // fused at upload into one [3D][D] matrix and one [3D] bias (fuse_qkv's order), the patch weight
 // flattened [D][C*P*P].
 //
-// Every GEMM runs in cuBLASLt's TN form, as the llm engine's: A = W stored K x M column-major (its
+// Every GEMM but a fused fc1 (src/kernels/vit_gemm.cuh, below) runs in cuBLASLt's TN form, as the llm engine's: A = W stored K x M column-major (its
 // [out][in] rows) used transposed, B = activations [rows][K] (K x rows column-major), D = [rows][M]
 // (M x rows column-major); bf16 inputs, fp32 compute; the bias in the epilogue where it is the
 // last operation before the one rounding; out and fc2 with beta = 1 and C = D = the residual.
 //
 // Activations, for the image count the engine was sized for (R = images x T rows):
 //   in [images G*G][C*P*P]   x, h, attn [R][D]   qkv [R][3D]   f [R][MLP]
-//   sums: fp32 scratch for the patch GEMM, fc1 and the projector's fc1, also where candidate
-//         algorithms write while they are timed
+//   sums: fp32 scratch for the patch GEMM, fc1 (not when fused) and the projector's fc1, also
+//         where candidate algorithms write while they are timed
 //   selected [images T'][D] (the projector's rows when the class token is left out), g and
 //   tokens [images T'][llm_hidden]
 #include "workloads/multimodal/vit_gpu.hpp"
@@ -179,7 +179,9 @@ struct gpu_vit::impl {
     H = c.llm_hidden;
     Tp = c.projector_tokens();
     fc1_epilogue = c.activation == vit_activation::gelu_tanh && o.gelu_tanh_epilogue;
-    // The arena's 256-byte offsets align every weight and activation buffer for the kernel.
+    // The arena's 256-byte offsets align every weight and activation buffer for the kernel; whether
+    // it runs is the engine's device's question.
+    dev.make_current();
     fc1_fused = !fc1_epilogue && o.fused_fc1 && kernels::env_switch("ITERA_VIT_FUSED_FC1", true) &&
                 k::gemm_bias_activation_supported(o.max_images * T, M, D, reinterpret_cast<void*>(256),
                                                   reinterpret_cast<void*>(256), reinterpret_cast<void*>(256),
@@ -223,9 +225,10 @@ struct gpu_vit::impl {
   std::array<std::uint64_t, 10> activation_sizes() const {
     const std::uint64_t n = static_cast<std::uint64_t>(o.max_images), rows = n * static_cast<std::uint64_t>(T);
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    // fp32 sums of the patch GEMM, fc1, the projector's fc1, and any GEMM's output while timed.
-    const std::uint64_t sum_bytes =
-        std::max({rows * u(M) * 4, rows * u(3 * D) * 2, n * u(Np * D) * 4, n * u(Tp * H) * 4});
+    // fp32 sums of the patch GEMM, fc1 (unless fused: its kernel writes f; in bf16 only a timed
+    // candidate's output), the projector's fc1, and any GEMM's output while timed.
+    const std::uint64_t fc1_bytes = fc1_fused ? 0 : rows * u(M) * (o.fc1_bf16_sums || fc1_epilogue ? 2 : 4);
+    const std::uint64_t sum_bytes = std::max({fc1_bytes, rows * u(3 * D) * 2, n * u(Np * D) * 4, n * u(Tp * H) * 4});
     return {n * u(Np * K) * 2,
             rows * u(D) * 2,
             rows * u(D) * 2,

@@ -1,6 +1,7 @@
 #pragma once
 // The vision encoder and projector on the cuda backend (vit_model.hpp gives the model): bf16
-// weights and activations, fp32 accumulation, cuBLASLt for every GEMM, the kernels of
+// weights and activations, fp32 accumulation, cuBLASLt for the GEMMs (fc1 on sm_90a: a kernel of
+// ours with the bias and activation in its epilogue, src/kernels/vit_gemm.cuh), the kernels of
 // src/kernels/vit_kernels.cuh for the rest. Implemented in vit_cuda.cu (cuda builds only); this
 // header has no CUDA types.
 //
@@ -18,7 +19,9 @@
 //                rounding; gelu_tanh: cuBLASLt's GELU+bias epilogue (the tanh form), bf16 output
 //                (or the kernel, gelu_tanh_epilogue = false). fc1_bf16_sums leaves the reference's
 //                rounding points for speed: the GEMM adds the bias and rounds to bf16, the
-//                activation kernel rounds again in place (half the bytes of the fp32 path)
+//                activation kernel rounds again in place (half the bytes of the fp32 path).
+//                fused_fc1 (sm_90a, any activation cuBLASLt's epilogue does not run): the same
+//                rounding points in one kernel, the activation with __expf and __fdividef
 //   projector    the selected tokens gathered (a strided copy when the class token is left out),
 //                fc1 in fp32 + exact-erf GELU kernel, fc2 with the bias in the epilogue
 // Every image of a batch is one block of rows of the same GEMMs (M = images x tokens).
@@ -57,7 +60,7 @@ struct vit_engine_options {
   bool tune_gemms = true;          // time cuBLASLt's candidates for each GEMM of at least 8 GFLOP
   bool gelu_tanh_epilogue = true;  // fc1 with gelu_tanh in cuBLASLt's epilogue (false: fp32 + kernel)
   bool fc1_bf16_sums = false;      // quick_gelu, gelu: fc1's sums rounded to bf16 before the activation
-  // quick_gelu, gelu on sm_90a: fc1, its bias and activation in one kernel of ours
+  // sm_90a, unless gelu_tanh runs in cuBLASLt's epilogue: fc1, its bias and activation in one kernel of ours
   // (src/kernels/vit_gemm.cuh) rather than cuBLASLt and a pass over its output;
   // ITERA_VIT_FUSED_FC1=0 turns it off (A/B measurements).
   bool fused_fc1 = true;
