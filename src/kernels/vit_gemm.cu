@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(threads, 1)
       wgmma::fence();
 #pragma unroll
       for (int kk = 0; kk < tile_k / 16; ++kk)
-        wgmma::mma_64x256_ss<bf16>(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32), wgmma::advance(b, static_cast<unsigned>(kk) * 32));
+        wgmma::mma_64x256_ss<bf16>(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32),
+                                   wgmma::advance(b, static_cast<unsigned>(kk) * 32));
       wgmma::commit();
       wgmma::wait<1>();  // the previous step's products are done: its buffer is free
       if (j > 0 && leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));

@@ -5,10 +5,11 @@
 // fused at upload into one [3D][D] matrix and one [3D] bias (fuse_qkv's order), the patch weight
 // flattened [D][C*P*P].
 //
-// Every GEMM but a fused fc1 (src/kernels/vit_gemm.cuh, below) runs in cuBLASLt's TN form, as the llm engine's: A = W stored K x M column-major (its
-// [out][in] rows) used transposed, B = activations [rows][K] (K x rows column-major), D = [rows][M]
-// (M x rows column-major); bf16 inputs, fp32 compute; the bias in the epilogue where it is the
-// last operation before the one rounding; out and fc2 with beta = 1 and C = D = the residual.
+// Every GEMM but a fused fc1 (src/kernels/vit_gemm.cuh, below) runs in cuBLASLt's TN form, as the
+// llm engine's: A = W stored K x M column-major (its [out][in] rows) used transposed, B =
+// activations [rows][K] (K x rows column-major), D = [rows][M] (M x rows column-major); bf16
+// inputs, fp32 compute; the bias in the epilogue where it is the last operation before the one
+// rounding; out and fc2 with beta = 1 and C = D = the residual.
 //
 // Activations, for the image count the engine was sized for (R = images x T rows):
 //   in [images G*G][C*P*P]   x, h, attn [R][D]   qkv [R][3D]   f [R][MLP]
