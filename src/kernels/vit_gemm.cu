@@ -248,17 +248,17 @@ void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n
 
 }  // namespace
 
-bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int64_t k, const void* x, const void* w,
-                                    const void* bias, const void* out) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int64_t k) {
   return rows >= 1 && rows < (std::int64_t{1} << 31) - tile_m && n >= tile_n && n % tile_n == 0 && n < (1 << 30) &&
-         k >= tile_k && k % tile_k == 0 && k < (1 << 30) && aligned(x) && aligned(w) && aligned(bias) &&
-         aligned(out) && wgmma_available();
+         k >= tile_k && k % tile_k == 0 && k < (1 << 30) && wgmma_available();
 }
 
 void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
                           const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream,
                           int max_blocks) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (!aligned(x) || !aligned(w) || !aligned(bias) || !aligned(out))
+    throw std::invalid_argument("vit gemm_bias_activation: x, w, bias and out must be 16-byte aligned");
   const auto run = [&]<activation A>() {
     if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
     else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream, max_blocks);

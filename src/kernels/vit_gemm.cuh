@@ -13,9 +13,9 @@
 namespace itera::kernels::vit {
 
 // Whether gemm_bias_activation takes the shape: sm_90a code on a compute capability 9.0 device,
-// n a multiple of 256, k a multiple of 64, 16-byte aligned operands.
-bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int64_t k, const void* x, const void* w,
-                                    const void* bias, const void* out);
+// n a multiple of 256, k a multiple of 64. Its operands must be 16-byte aligned (the TMA's and the
+// 16-byte stores' requirement; gemm_bias_activation throws std::invalid_argument otherwise).
+bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int64_t k);
 
 // out[r][c] = bf16(act(sum_i x[r][i] w[c][i] + bias[c])): x bf16 [rows][k], w bf16 [n][k] (a
 // Linear's weight), bias bf16 [n], fp32 sums. round_sums: sum + bias rounded to bf16 before the

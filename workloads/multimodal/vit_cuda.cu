@@ -184,9 +184,7 @@ struct gpu_vit::impl {
     // it runs is the engine's device's question.
     dev.make_current();
     fc1_fused = !fc1_epilogue && o.fused_fc1 && kernels::env_switch("ITERA_VIT_FUSED_FC1", true) &&
-                k::gemm_bias_activation_supported(o.max_images * T, M, D, reinterpret_cast<void*>(256),
-                                                  reinterpret_cast<void*>(256), reinterpret_cast<void*>(256),
-                                                  reinterpret_cast<void*>(256));
+                k::gemm_bias_activation_supported(o.max_images * T, M, D);
     attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())));
     index_stages();
     plan_arena();
