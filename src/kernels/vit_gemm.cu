@@ -32,7 +32,6 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -48,40 +47,29 @@ namespace itera::kernels::vit {
 namespace {
 
 constexpr int threads = 384;  // the producer's warpgroup, then two consumers
-constexpr int tile_m = 128, tile_n = 256;
-constexpr unsigned ring_bytes = 144 * 1024;             // the stages of x and w tiles
-constexpr int out_stride = tile_n + 8;                  // bf16 [128][264]: rows 4 banks apart
-constexpr unsigned out_bytes = tile_m * out_stride * 2;  // 66 KiB, after the ring
-constexpr unsigned bias_bytes = tile_n * 2;             // the tile's bias, after the staging tile
-[[maybe_unused]] constexpr int epilogue_threads = 96;   // warps 1-3 of the producer's warpgroup
+constexpr int tile_m = 128, tile_n = 256, tile_k = 64;
+constexpr int stages = 3;
+constexpr unsigned x_bytes = tile_m * tile_k * 2;             // 16 KiB
+constexpr unsigned w_bytes = tile_n * tile_k * 2;             // 32 KiB
+constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
+constexpr unsigned ring_bytes = stages * stage_bytes;         // 144 KiB
+constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
+constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after the ring
+constexpr unsigned bias_bytes = tile_n * 2;                   // the tile's bias, after the staging tile
+// + each stage's full and empty barriers, then the staging tile's (full, empty).
+constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8 + 16;
+[[maybe_unused]] constexpr int epilogue_threads = 96;  // warps 1-3 of the producer's warpgroup
 
-// A step of k: TK columns of x's and w's tiles (TK 16-bit elements a row: 128 bytes at 64, the
-// 128-byte swizzle; 64 bytes at 32, the 64-byte one), as many stages as fit in the ring.
-template <int TK>
-struct steps {
-  static_assert(TK == 64 || TK == 32, "steps of 64 or 32 columns of k");
-  static constexpr int swizzle = TK * 2;                               // bytes of a tile row
-  static constexpr unsigned x_bytes = tile_m * TK * 2;                 // 16 or 8 KiB
-  static constexpr unsigned w_bytes = tile_n * TK * 2;                 // 32 or 16 KiB
-  static constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 or 24 KiB
-  static constexpr int stages = static_cast<int>(ring_bytes / stage_bytes);  // 3 or 6
-  static constexpr unsigned group_bytes = 8 * swizzle;                 // 8 rows: the SBO
-  // + each stage's full and empty barriers, then the staging tile's (full, empty).
-  static constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8 + 16;
-};
 
 // Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
 [[maybe_unused]] __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
-template <activation A, bool round_sums, int TK>
+template <activation A, bool round_sums>
 __global__ void __launch_bounds__(threads, 1)
     gemm_bias_activation_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                                 const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps,
                                 int tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = steps<TK>;
-  constexpr int stages = S::stages;
-  constexpr unsigned x_bytes = S::x_bytes, stage_bytes = S::stage_bytes;
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int n_tiles = n / tile_n;
@@ -121,24 +109,26 @@ __global__ void __launch_bounds__(threads, 1)
           if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
           const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
           tma::barrier_expect_bytes(bar, stage_bytes);
-          tma::load_2d(base, x_map, j * TK, m0, bar);
-          tma::load_2d(base + x_bytes, w_map, j * TK, n0, bar);
+          tma::load_2d(base, x_map, j * tile_k, m0, bar);
+          tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
         }
       }
     } else if (tid >= 32) {
       // The epilogue threads: each staged tile's activation (round_sums) and its stores, while the
       // consumers run the next tile's products. A warp takes a row's 32 16-byte chunks (512
-      // contiguous bytes, one per lane), the three warps every third row.
+      // contiguous bytes, one per lane), the three warps every third row: the addresses step by a
+      // constant (the index arithmetic of a flat loop over the tile's chunks was a fifth of these
+      // threads' instructions).
       constexpr int chunks = tile_n / 8;
       static_assert(chunks == 32 && epilogue_threads == 3 * 32, "a lane per chunk, three warps over the rows");
-      const int ch = lane, r0 = warp - 1;
+      const int r0 = warp - 1;
       int i = 0;
       for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
         const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
         const int valid = min(tile_m, rows - m0);
         tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
-        const bf16* from = staged + r0 * out_stride + 8 * ch;
-        bf16* to = out + static_cast<std::int64_t>(m0 + r0) * n + n0 + 8 * ch;
+        const bf16* from = staged + r0 * out_stride + 8 * lane;
+        bf16* to = out + static_cast<std::int64_t>(m0 + r0) * n + n0 + 8 * lane;
 #pragma unroll 2
         for (int r = r0; r < valid; r += 3, from += 3 * out_stride, to += 3 * static_cast<std::int64_t>(n)) {
           uint4 v = *reinterpret_cast<const uint4*>(from);
@@ -170,12 +160,11 @@ __global__ void __launch_bounds__(threads, 1)
       const int s = g % stages;
       tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
       const unsigned base = ring + static_cast<unsigned>(s) * stage_bytes;
-      const std::uint64_t a =
-          wgmma::descriptor<S::swizzle>(base + static_cast<unsigned>(c) * (x_bytes / 2), 16, S::group_bytes);
-      const std::uint64_t b = wgmma::descriptor<S::swizzle>(base + x_bytes, 16, S::group_bytes);
+      const std::uint64_t a = wgmma::descriptor(base + static_cast<unsigned>(c) * (x_bytes / 2), 16, 1024);
+      const std::uint64_t b = wgmma::descriptor(base + x_bytes, 16, 1024);
       wgmma::fence();
 #pragma unroll
-      for (int kk = 0; kk < TK / 16; ++kk)
+      for (int kk = 0; kk < tile_k / 16; ++kk)
         wgmma::mma_64x256_ss<bf16>(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32),
                                    wgmma::advance(b, static_cast<unsigned>(kk) * 32));
       wgmma::commit();
@@ -229,18 +218,16 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
-// A row-major [rows][k] bf16 matrix read as [box_rows][TK] boxes in the swizzle of steps<TK>; boxes
-// past the last row are filled with zeros.
-template <int TK>
+// A row-major [rows][k] bf16 matrix read as [box_rows][64] boxes, 128-byte swizzle; boxes past the
+// last row are filled with zeros.
 CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsigned box_rows) {
   CUtensorMap map{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {TK, box_rows};
+  const cuuint32_t box[2] = {tile_k, box_rows};
   const cuuint32_t element_strides[2] = {1, 1};
-  const CUtensorMapSwizzle swizzle = steps<TK>::swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides,
-                                    box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                    box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("vit gemm: cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) +
@@ -248,38 +235,29 @@ CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsign
   return map;
 }
 
-template <activation A, bool R, int TK>
+template <activation A, bool R>
 void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
                  bf16* out, cudaStream_t stream, int max_blocks) {
-  constexpr auto kernel = gemm_bias_activation_kernel<A, R, TK>;
-  constexpr unsigned bytes = steps<TK>::shared_bytes;
   static const bool ready = [] {
-    ITERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(gemm_bias_activation_kernel<A, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(shared_bytes)));
     return true;
   }();
   (void)ready;
-  const CUtensorMap x_map = tile_map<TK>(x, rows, k, tile_m), w_map = tile_map<TK>(w, n, k, tile_n);
+  const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
   const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));
-  itera::kernels::launch(kernel, grid, threads, bytes, stream, x_map, w_map, bias, out, static_cast<int>(rows),
-                         static_cast<int>(n), static_cast<int>(k / TK), static_cast<int>(tiles));
-}
-
-// EXPERIMENT: the step of k, ITERA_VIT_FC1_STEP=32 or 64 (default 64), for the A/B on the H200.
-int step_k() {
-  static const int v = [] {
-    const char* e = std::getenv("ITERA_VIT_FC1_STEP");
-    return e != nullptr && std::string(e) == "32" ? 32 : 64;
-  }();
-  return v;
+  itera::kernels::launch(gemm_bias_activation_kernel<A, R>, grid, threads, shared_bytes, stream, x_map, w_map, bias, out,
+                         static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k),
+                         static_cast<int>(tiles));
 }
 
 }  // namespace
 
 bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int64_t k) {
   return rows >= 1 && rows < (std::int64_t{1} << 31) - tile_m && n >= tile_n && n % tile_n == 0 && n < (1 << 30) &&
-         k >= 64 && k % 64 == 0 && k < (1 << 30) && wgmma_available();
+         k >= tile_k && k % tile_k == 0 && k < (1 << 30) && wgmma_available();
 }
 
 void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
@@ -289,11 +267,8 @@ void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::
   if (!aligned(x) || !aligned(w) || !aligned(bias) || !aligned(out))
     throw std::invalid_argument("vit gemm_bias_activation: x, w, bias and out must be 16-byte aligned");
   const auto run = [&]<activation A>() {
-    const bool half = step_k() == 32;
-    if (round_sums && half) launch_gemm<A, true, 32>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else if (round_sums) launch_gemm<A, true, 64>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else if (half) launch_gemm<A, false, 32>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else launch_gemm<A, false, 64>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream, max_blocks);
   };
   switch (act) {
     case activation::quick_gelu: run.template operator()<activation::quick_gelu>(); break;

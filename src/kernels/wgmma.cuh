@@ -27,15 +27,10 @@
 
 namespace itera::kernels::wgmma {
 
-// Swizzle: the row length in bytes of the swizzle pattern, 128 (mode 1, above) or 64 (mode 2: rows
-// of 32 16-bit elements, chunk c of row r at chunk c ^ ((r / 2) % 4), 8-row groups of 512 bytes).
-template <int Swizzle = 128>
 __device__ __forceinline__ std::uint64_t descriptor(unsigned smem_address, unsigned lbo_bytes, unsigned sbo_bytes) {
-  static_assert(Swizzle == 128 || Swizzle == 64, "128- or 64-byte swizzle");
-  constexpr std::uint64_t mode = Swizzle == 128 ? 1 : 2;
   return static_cast<std::uint64_t>((smem_address & 0x3FFFFu) >> 4) |
          (static_cast<std::uint64_t>((lbo_bytes >> 4) & 0x3FFFu) << 16) |
-         (static_cast<std::uint64_t>((sbo_bytes >> 4) & 0x3FFFu) << 32) | (mode << 62);
+         (static_cast<std::uint64_t>((sbo_bytes >> 4) & 0x3FFFu) << 32) | (std::uint64_t{1} << 62);
 }
 
 // The descriptor of a tile `bytes` further on: the start address field holds address >> 4 in 14
