@@ -32,7 +32,6 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -49,59 +48,44 @@ namespace {
 
 constexpr int threads = 384;  // the producer's warpgroup, then two consumers
 constexpr int tile_m = 128, tile_n = 256, tile_k = 64;
-constexpr unsigned x_bytes = tile_m * tile_k * 2;    // 16 KiB
-constexpr unsigned w_bytes = tile_n * tile_k * 2;    // 32 KiB
-constexpr unsigned stage_bytes = x_bytes + w_bytes;  // 48 KiB
-constexpr int out_stride = tile_n + 8;               // staged bf16 rows of 264: rows 4 banks apart
+constexpr int stages = 3;
+constexpr unsigned x_bytes = tile_m * tile_k * 2;             // 16 KiB
+constexpr unsigned w_bytes = tile_n * tile_k * 2;             // 32 KiB
+constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
+constexpr unsigned ring_bytes = stages * stage_bytes;         // 144 KiB
+constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
+constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after the ring
+constexpr unsigned bias_bytes = tile_n * 2;                   // the tile's bias, after the staging tile
+// + each stage's full and empty barriers, then the staging tile's (full, empty).
+constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8 + 16;
 [[maybe_unused]] constexpr int epilogue_threads = 96;  // warps 1-3 of the producer's warpgroup
 
-// Shared memory: the ring of stages, the staging tile, the bias, the barriers (each stage's full
-// and empty, then the staging tile's two per owner).
-//   whole tile (halves false): 3 stages, a [128][264] staging tile both consumers fill, one bias
-//     tile; the consumers stage together, the epilogue threads take the whole tile;
-//   halves: 4 stages and a [64][264] staging tile that the consumers fill in turn (the first's 64
-//     rows, the epilogue takes them, the second's, ...), one bias tile each: the warpgroups drift
-//     apart by the staging, so that one runs its products while the other stages (the tensor
-//     cores idled while both staged at once), and the ring leads by two steps instead of one.
-template <bool halves>
-struct plan {
-  static constexpr int stages = halves ? 4 : 3;
-  static constexpr unsigned ring_bytes = stages * stage_bytes;                 // 192 or 144 KiB
-  static constexpr int staged_rows = halves ? 64 : tile_m;
-  static constexpr unsigned out_bytes = staged_rows * out_stride * 2;         // 33 or 66 KiB
-  static constexpr unsigned bias_bytes = (halves ? 2 : 1) * tile_n * 2;
-  static constexpr unsigned barriers = ring_bytes + out_bytes + bias_bytes;  // full, empty, staging
-  static constexpr unsigned shared_bytes = barriers + 2 * stages * 8 + (halves ? 32 : 16);
-  static_assert(shared_bytes <= 227 * 1024, "an H100/H200 block's shared memory");
-};
 
-template <activation A, bool round_sums, bool halves>
+// Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
+[[maybe_unused]] __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
+template <activation A, bool round_sums>
 __global__ void __launch_bounds__(threads, 1)
     gemm_bias_activation_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                                 const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps,
                                 int tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using P = plan<halves>;
-  constexpr int stages = P::stages;
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int n_tiles = n / tile_n;
   const unsigned ring = smem_addr(smem);
-  const unsigned full = ring + P::barriers, empty = full + stages * 8;  // stage s's at + 8 s
-  auto* staged = reinterpret_cast<bf16*>(smem + P::ring_bytes);
-  // Whole tile: staged_full (the consumers' leader, after their barrier), staged_empty (every
-  // epilogue thread, done reading). Halves: ready[c] at staged_full + 8 c, free[c] at
-  // staged_empty + 8 c: consumer c's rows are staged / the staging tile is consumer c's to fill.
-  const unsigned staged_full = empty + stages * 8, staged_empty = staged_full + (halves ? 16 : 8);
+  const unsigned full = ring + ring_bytes + out_bytes + bias_bytes, empty = full + stages * 8;  // barrier s at + 8 s
+  auto* staged = reinterpret_cast<bf16*>(smem + ring_bytes);
+  auto* bias_tile = reinterpret_cast<bf16*>(smem + ring_bytes + out_bytes);
+
+  const unsigned staged_full = empty + stages * 8, staged_empty = staged_full + 8;
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
       tma::barrier_init(full + 8 * s, 1);   // the producer's arrival with the byte count
       tma::barrier_init(empty + 8 * s, 2);  // one arrival per consumer warpgroup
     }
-    for (int h = 0; h < (halves ? 2 : 1); ++h) {
-      tma::barrier_init(staged_full + 8 * h, 1);
-      tma::barrier_init(staged_empty + 8 * h, epilogue_threads);
-    }
+    tma::barrier_init(staged_full, 1);                  // the consumers' leader, after their barrier
+    tma::barrier_init(staged_empty, epilogue_threads);  // every epilogue thread, done reading
     tma::barrier_init_fence();
   }
   __syncthreads();
@@ -138,50 +122,28 @@ __global__ void __launch_bounds__(threads, 1)
       constexpr int chunks = tile_n / 8;
       static_assert(chunks == 32 && epilogue_threads == 3 * 32, "a lane per chunk, three warps over the rows");
       const int r0 = warp - 1;
-      // The staged rows [0, count) to rows row0 .. of out's columns n0 ..
-      const auto drain = [&](int row0, int n0, int count) {
+      int i = 0;
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
+        const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
+        const int valid = min(tile_m, rows - m0);
+        tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
         const bf16* from = staged + r0 * out_stride + 8 * lane;
-        bf16* to = out + static_cast<std::int64_t>(row0 + r0) * n + n0 + 8 * lane;
+        bf16* to = out + static_cast<std::int64_t>(m0 + r0) * n + n0 + 8 * lane;
 #pragma unroll 2
-        for (int r = r0; r < count; r += 3, from += 3 * out_stride, to += 3 * static_cast<std::int64_t>(n)) {
+        for (int r = r0; r < valid; r += 3, from += 3 * out_stride, to += 3 * static_cast<std::int64_t>(n)) {
           uint4 v = *reinterpret_cast<const uint4*>(from);
           bf16* e = reinterpret_cast<bf16*>(&v);
 #pragma unroll
           for (int k = 0; k < 8; ++k) e[k] = post(e[k]);
           *reinterpret_cast<uint4*>(to) = v;
         }
-      };
-      int i = 0;
-      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
-        const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
-        if constexpr (halves) {
-          // Consumer 0's rows, then consumer 1's; each drained half hands the tile to the other.
-          for (int h = 0; h < 2; ++h) {
-            tma::barrier_wait(staged_full + 8 * h, static_cast<unsigned>(i & 1));
-            drain(m0 + 64 * h, n0, max(0, min(64, rows - m0 - 64 * h)));
-            tma::barrier_arrive(staged_empty + 8 * (1 - h));
-          }
-        } else {
-          tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
-          drain(m0, n0, min(tile_m, rows - m0));
-          tma::barrier_arrive(staged_empty);
-        }
+        tma::barrier_arrive(staged_empty);
       }
     }
     return;
   }
   const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each tile
   const bool leader = tid % 128 == 0;
-  // The bias tile this consumer reads (halves: its own) and the barrier among the threads that
-  // share it: both consumers (named barrier 1), or this one (2 + c).
-  bf16* bias_tile = reinterpret_cast<bf16*>(smem + P::ring_bytes + P::out_bytes) + (halves ? c * tile_n : 0);
-  const auto sharers_sync = [c] {
-    if constexpr (halves) {
-      if (c == 0) asm volatile("bar.sync 2, 128;\n" ::: "memory");
-      else asm volatile("bar.sync 3, 128;\n" ::: "memory");
-    }
-    else asm volatile("bar.sync 1, 256;\n" ::: "memory");
-  };
   int g = 0, i = 0;
   float d[32][4];
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
@@ -190,15 +152,10 @@ __global__ void __launch_bounds__(threads, 1)
     for (int j = 0; j < 32; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) d[j][e] = 0.0f;
-    // The tile's bias into shared memory now, read after the main loop: loads whose latency the
-    // main loop hides (32 dependent loads per thread after it were a large part of the epilogue's
-    // time).
-    if constexpr (halves) {
-      const int q = tid % 128;
-      reinterpret_cast<__nv_bfloat162*>(bias_tile)[q] = reinterpret_cast<const __nv_bfloat162*>(bias + n0)[q];
-    } else {
-      bias_tile[tid - 128] = bias[n0 + tid - 128];
-    }
+    // The tile's bias into shared memory now, read after the main loop: one load per thread whose
+    // latency the main loop hides (32 dependent loads per thread after it were a large part of the
+    // epilogue's time).
+    bias_tile[tid - 128] = bias[n0 + tid - 128];
     for (int j = 0; j < ksteps; ++j, ++g) {
       const int s = g % stages;
       tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
@@ -221,18 +178,10 @@ __global__ void __launch_bounds__(threads, 1)
     // Sums + bias into the staging tile: bf16(sum + bias) with round_sums (the epilogue threads
     // apply the activation), else the activation here and one rounding. D fragment (wgmma.cuh):
     // warp `warp` holds rows 16 warp + g8 (+ 8) of its 64, columns 8j + 2t (+ 1).
-    sharers_sync();  // the bias tile is written
-    if constexpr (halves) {
-      // The staging tile is this consumer's once the other's last rows are out: consumer 1's after
-      // consumer 0's rows of this tile, consumer 0's after consumer 1's of the tile before. Each
-      // free[c] completes once a tile, and c waits for its completions in order.
-      if (c == 1) tma::barrier_wait(staged_empty + 8, static_cast<unsigned>(i & 1));
-      else if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));
-    } else if (i > 0) {
-      tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
-    }
+    consumers_sync();  // the bias tile is written
+    if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
     {
-      const int g8 = lane / 4, t2 = 2 * (lane % 4), r = (halves ? 0 : c * 64) + warp * 16 + g8;
+      const int g8 = lane / 4, t2 = 2 * (lane % 4), r = c * 64 + warp * 16 + g8;
       const auto value = [](float v) {
         if constexpr (round_sums) return v;
         else return activate_fast(A, v);
@@ -247,8 +196,8 @@ __global__ void __launch_bounds__(threads, 1)
             __floats2bfloat162_rn(value(d[j][2] + bb.x), value(d[j][3] + bb.y));
       }
     }
-    sharers_sync();  // the rows are staged, and every sharer is done with the bias
-    if (halves ? leader : tid == 128) tma::barrier_arrive(staged_full + (halves ? 8 * c : 0));
+    consumers_sync();  // the tile is staged, and every consumer is done with the bias
+    if (tid == 128) tma::barrier_arrive(staged_full);
   }
 #else
   (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps, (void)tiles;
@@ -286,13 +235,12 @@ CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsign
   return map;
 }
 
-template <activation A, bool R, bool halves>
+template <activation A, bool R>
 void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
                  bf16* out, cudaStream_t stream, int max_blocks) {
-  constexpr auto kernel = gemm_bias_activation_kernel<A, R, halves>;
-  constexpr unsigned bytes = plan<halves>::shared_bytes;
   static const bool ready = [] {
-    ITERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(gemm_bias_activation_kernel<A, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(shared_bytes)));
     return true;
   }();
   (void)ready;
@@ -300,17 +248,9 @@ void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n
   const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));
-  itera::kernels::launch(kernel, grid, threads, bytes, stream, x_map, w_map, bias, out, static_cast<int>(rows),
-                         static_cast<int>(n), static_cast<int>(k / tile_k), static_cast<int>(tiles));
-}
-
-// EXPERIMENT: ITERA_VIT_FC1_HALVES=1 stages the consumers' rows in turn (plan<true>), for the A/B.
-bool staged_halves() {
-  static const bool v = [] {
-    const char* e = std::getenv("ITERA_VIT_FC1_HALVES");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  return v;
+  itera::kernels::launch(gemm_bias_activation_kernel<A, R>, grid, threads, shared_bytes, stream, x_map, w_map, bias, out,
+                         static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k),
+                         static_cast<int>(tiles));
 }
 
 }  // namespace
@@ -327,11 +267,8 @@ void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::
   if (!aligned(x) || !aligned(w) || !aligned(bias) || !aligned(out))
     throw std::invalid_argument("vit gemm_bias_activation: x, w, bias and out must be 16-byte aligned");
   const auto run = [&]<activation A>() {
-    const bool h = staged_halves();
-    if (round_sums && h) launch_gemm<A, true, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else if (round_sums) launch_gemm<A, true, false>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else if (h) launch_gemm<A, false, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else launch_gemm<A, false, false>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream, max_blocks);
   };
   switch (act) {
     case activation::quick_gelu: run.template operator()<activation::quick_gelu>(); break;
