@@ -79,26 +79,13 @@ struct decode_layout {
 // multiple of 16 (16-byte chunks).
 template <class C, int N>
 __device__ __forceinline__ void widen_smem(const C* p, float* f) {
-  if constexpr (std::is_same_v<C, bf16>) {
+  if constexpr (std::is_same_v<C, bf16> || std::is_same_v<C, fp16>) {
     if constexpr (N == 4) {
-      const uint2 raw = *reinterpret_cast<const uint2*>(p);
-      f[0] = __uint_as_float(raw.x << 16);
-      f[1] = __uint_as_float(raw.x & 0xffff0000u);
-      f[2] = __uint_as_float(raw.y << 16);
-      f[3] = __uint_as_float(raw.y & 0xffff0000u);
+      unpack4<C>(*reinterpret_cast<const uint2*>(p), f);
     } else {
-      static_assert(N % 8 == 0, "bf16: 4 or a multiple of 8 values");
+      static_assert(N % 8 == 0, "16-bit: 4 or a multiple of 8 values");
 #pragma unroll
-      for (int i = 0; i < N; i += 8) unpack8(*reinterpret_cast<const uint4*>(p + i), f + i);
-    }
-  } else if constexpr (std::is_same_v<C, fp16>) {
-    if constexpr (N == 4) {
-      const uint2 raw = *reinterpret_cast<const uint2*>(p);
-      unpack4<fp16>(raw, f);
-    } else {
-      static_assert(N % 8 == 0, "fp16: 4 or a multiple of 8 values");
-#pragma unroll
-      for (int i = 0; i < N; i += 8) unpack8_fp16(*reinterpret_cast<const uint4*>(p + i), f + i);
+      for (int i = 0; i < N; i += 8) unpack8<C>(*reinterpret_cast<const uint4*>(p + i), f + i);
     }
   } else {
     if constexpr (N == 4) {

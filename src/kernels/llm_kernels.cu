@@ -215,10 +215,13 @@ __global__ void bias_rope_store_kernel(A* qkv, const A* bias, const float* inv_f
   }
 }
 
-__device__ __forceinline__ float widen(bf16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float widen(fp16 v) { return __half2float(v); }
-__device__ __forceinline__ float widen(fp8_code v) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
+// A cache element as float: the 16-bit types through to_float, an fp8 e4m3 code exactly through fp16.
+template <class C>
+__device__ __forceinline__ float cache_value(C v) {
+  if constexpr (std::is_same_v<C, fp8_code>)
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
+  else
+    return to_float(v);
 }
 
 // A: the element of q and the output; C: the element K and V are read in. from_rows (a prefill,
@@ -260,7 +263,7 @@ __global__ void attention_kernel(const A* qkv, const C* k_cache, const C* v_cach
   for (std::int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
     const C* kj = k + j * stride;
     float dot = 0;
-    for (std::int64_t d = 0; d < hd; ++d) dot += q[d] * widen(kj[d]);
+    for (std::int64_t d = 0; d < hd; ++d) dot += q[d] * cache_value(kj[d]);
     score[j] = dot * scale;
     local_max = fmaxf(local_max, score[j]);
   }
@@ -275,7 +278,7 @@ __global__ void attention_kernel(const A* qkv, const C* k_cache, const C* v_cach
   const float inv_total = 1.0f / total;
   for (std::int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float acc = 0;
-    for (std::int64_t j = 0; j < keys; ++j) acc += score[j] * widen(v[j * stride + d]);
+    for (std::int64_t j = 0; j < keys; ++j) acc += score[j] * cache_value(v[j * stride + d]);
     out[t * q_dim + head * hd + d] = from_float<A>(acc * inv_total);
   }
 }
