@@ -201,7 +201,8 @@ TEST_F(vit_device_test, fused_fc1) {
 }
 
 // Shapes whose tokens span several key tiles with a partial last one, at the head sizes of
-// ViT-L (64) and SigLIP so400m (72, held as 80), with and without a class token.
+// ViT-L (64) and SigLIP so400m (72, held as 80), with and without a class token. T = 65 at head
+// dimension 64 has the wgmma kernel's short tails (one key and one query row past the first tile).
 TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
   struct shape_case {
     const char* preset;
@@ -210,6 +211,7 @@ TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
   for (const auto& s : {shape_case{"tiny", "hidden=128;heads=2;image=36"},       // T = 82, head_dim 64
                         shape_case{"tiny-siglip", "hidden=144;heads=2;image=36"},  // T = 81, head_dim 72
                         shape_case{"tiny", "hidden=144;heads=2;image=32"},         // T = 65, head_dim 72
+                        shape_case{"tiny", "hidden=128;heads=2;image=32"},         // T = 65, head_dim 64
                         shape_case{"tiny", "hidden=96;heads=2;image=28"}}) {       // T = 50, head_dim 48 (CUDA cores)
     const auto c = apply_vit_shape(vit_preset(s.preset), s.spec);
     vit_engine_options o;
