@@ -69,7 +69,9 @@ template <class A>
 struct block_work {
   const A* q = nullptr;
   std::int64_t q_stride = 0;
-  int rows = 0;                // query rows in this block (1..64)
+  int rows = 0;                // query rows in this block (1..64; more where a non-causal launch sized
+                               // for the wgmma kernel gives the last block a short tile after its
+                               // own: flash_attention_wgmma.cuh, query_tiles)
   std::int64_t keys = 0;       // keys [0, keys) are read
   std::int64_t first_pos = 0;  // causal: the position of the block's first row (its keys are <= it)
 };
@@ -116,6 +118,10 @@ __device__ __forceinline__ void load_q_fragments(const unsigned char* sq, int fi
     ldmatrix_x4(smem_addr(sq + swizzle<DP>(r, c)), qf[kk]);
   }
 }
+
+// The online softmax moves its reference max only when a row's scores exceed it by more than this
+// (log2 units): softmax_tile says why.
+constexpr float rescale_threshold = 8.0f;
 
 // 2^x on the special function unit, denormal results flushed to zero (probabilities that small add
 // nothing to a sum that holds at least one 1): one instruction, where exp2f adds range fix-ups.
@@ -166,7 +172,6 @@ __device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_
   // in fp32, bf16 and fp16, and exact after the final division by l), O needs no rescale and the warp
   // skips its O x 1 multiplies (FlashAttention-4's conditional rescaling). Every row's first tile
   // holds key 0, which no row masks, so the reference is finite from then on.
-  constexpr float rescale_threshold = 8.0f;
   const float cand_lo = tmax_lo * scale_log2, cand_hi = tmax_hi * scale_log2;
   const bool moves = __any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold);
   const float mn_lo = moves ? fmaxf(st.m_lo, cand_lo) : st.m_lo, mn_hi = moves ? fmaxf(st.m_hi, cand_hi) : st.m_hi;

@@ -23,6 +23,15 @@
 // The policy's element (bf16 or fp16) picks the instructions' input type; nothing else changes.
 // Every warp of the warpgroup computes every key tile of the block (wgmma is warpgroup-wide): on a
 // causal diagonal tile the warps whose rows end before the tile's keys compute masked scores.
+//
+// Short tails (non-causal policies only; the causal prefill's code is as it was): a length just
+// past a multiple of 64, like the vision encoder's 257 tokens (256 patches and a class token),
+// would spend a whole key tile on each block for a few keys and a whole block on a few query
+// rows. Instead the last few keys (up to tail_keys_max) are copied with the last full tile and
+// folded into each row's softmax on CUDA cores once the tiles are done (fold_tail_keys), and the
+// last few query rows (up to tail_rows_max) are taken by the block before them, which after its
+// own rows computes theirs on CUDA cores against every key, read from L2 (attend_tail_rows). A
+// launch sizes its grid for that (query_tiles) and launches the kernel it sized it for.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -111,6 +120,210 @@ __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned 
   }
 }
 
+// The tails of non-causal work that the kernel takes on CUDA cores, each past at least one full
+// tile of 64: of a block's keys, a last tile of 1 .. tail_keys_max keys (fold_tail_keys); of a
+// sequence's query rows, a last tile of 1 .. tail_rows_max rows, which the block of the tile
+// before takes on (attend_tail_rows; query_tiles sizes the grid, and the policy gives that block
+// its 64 + r rows). ViT-L/14 at 224 (257 tokens) has one of each.
+//
+// The bounds weigh what the CUDA cores issue against what they replace. At head_dim 64, on
+// ViT-L/14's 257 tokens at batch 128, the kernel took ~1000 SM cycles per block and key tile
+// (215 us for 51200 of them on 132 SMs), while its warps issue on under half of those cycles
+// (~390 instructions a thread per tile: ~320 for the masked softmax and packing, the rest copies,
+// products and barrier; the S -> softmax -> P V chain and the tensor cores take the other cycles).
+// Instruction counts here are from each path's sm_90a code compiled alone; the tiles' costs at
+// head_dim 128 are estimates (products and copies twice as large, softmax the same).
+//   A tail key costs a thread ~160 instructions at head_dim 64, ~240 at 128 (its score over a
+//   quarter of the head on two rows, the quad sum, p, p v into D / 4 columns of two rows). Eight
+//   keys at 64 issue about what the tile takes in time, in slots the other blocks' chains leave
+//   free; at 128, four (with room to spare: the tile there is dearer).
+//   A tail row costs a warp ~450 instructions per 32 keys at head_dim 64, ~900 at 128 (the keys'
+//   scores and p v over the whole head, split over the block): at 257 tokens ~1000 SM cycles of
+//   issue against ~4200 for a block of 64 rows, so four rows at 64 cost a little less than the
+//   block they save; at 128, two (~2000 each against ~5600).
+template <int D>
+constexpr int tail_keys_max = 512 / D;
+template <int D>
+constexpr int tail_rows_max = 256 / D;
+
+// The tail a count of rows (or keys) leaves for CUDA cores: n % 64 where that is 1 .. max and a
+// full tile comes before it, else 0.
+__host__ __device__ constexpr int short_tail(std::int64_t n, int max) {
+  const int r = static_cast<int>(n % tile_k);
+  return n > tile_k && r <= max ? r : 0;
+}
+
+// The `count` tail keys (every tile before them done, O rescaled to the reference max) folded
+// into the warp's rows on CUDA cores, one key at a time: softmax_tile's online softmax (base 2,
+// the max scaled, moved only past rescale_threshold) on tiles of one key, O rescaled at once.
+// Their K and V rows lie one after another at kt and vt (in a ring buffer: the kernel copied them
+// there with the last full tile), Q is the block's tile. A thread holds rows g and g + 8 of the
+// warp's 16 (from the block's row `first`) in the C fragment layout; the four threads of a quad
+// split each score over quarters of the head (D / 4 columns each) and add up across the quad, so
+// all four hold the same score and the same max. Each then adds p v into its own columns of O
+// (8n + 2 t4 and the one after), and only the quad's first adds p to the row sum (store_rows adds
+// up the quad's four). P stays fp32 here; the tensor cores take it rounded to A.
+template <class A, int D>
+__device__ __forceinline__ void fold_tail_keys(warp_rows<D>& st, const unsigned char* sq, const unsigned char* kt,
+                                               const unsigned char* vt, int count, int first, int lane,
+                                               float scale_log2) {
+  constexpr int quarter = D / 32;  // 16-byte chunks in a quarter of a row
+  const int g = lane / 4, t4 = lane % 4;
+  float q_lo[quarter][8], q_hi[quarter][8];  // widened once (the tile's registers are free by now)
+#pragma unroll
+  for (int u = 0; u < quarter; ++u) {
+    unpack8<A>(*reinterpret_cast<const uint4*>(sq + offset<D>(tile_q, first + g, t4 * quarter + u)), q_lo[u]);
+    unpack8<A>(*reinterpret_cast<const uint4*>(sq + offset<D>(tile_q, first + g + 8, t4 * quarter + u)), q_hi[u]);
+  }
+#pragma unroll 1
+  for (int i = 0; i < count; ++i) {
+    float s_lo = 0.0f, s_hi = 0.0f;
+#pragma unroll
+    for (int u = 0; u < quarter; ++u) {
+      float k[8];
+      unpack8<A>(*reinterpret_cast<const uint4*>(kt + i * D * 2 + (t4 * quarter + u) * 16), k);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        s_lo = fmaf(q_lo[u][e], k[e], s_lo);
+        s_hi = fmaf(q_hi[u][e], k[e], s_hi);
+      }
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      s_lo += __shfl_xor_sync(0xffffffffu, s_lo, off);
+      s_hi += __shfl_xor_sync(0xffffffffu, s_hi, off);
+    }
+    const float cand_lo = s_lo * scale_log2, cand_hi = s_hi * scale_log2;
+    if (__any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold)) {
+      const float mn_lo = fmaxf(st.m_lo, cand_lo), mn_hi = fmaxf(st.m_hi, cand_hi);
+      const float a_lo = exp2_approx(st.m_lo - mn_lo), a_hi = exp2_approx(st.m_hi - mn_hi);
+      st.m_lo = mn_lo;
+      st.m_hi = mn_hi;
+      st.l_lo *= a_lo;
+      st.l_hi *= a_hi;
+      scale_rows(st.o, a_lo, a_hi);
+    }
+    const float p_lo = exp2_approx(fmaf(s_lo, scale_log2, -st.m_lo));
+    const float p_hi = exp2_approx(fmaf(s_hi, scale_log2, -st.m_hi));
+    if (t4 == 0) {
+      st.l_lo += p_lo;
+      st.l_hi += p_hi;
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const float2 v = to_float2(*reinterpret_cast<const pair_of<A>*>(vt + i * D * 2 + n * 16 + 4 * t4));
+      st.o[n][0] = fmaf(p_lo, v.x, st.o[n][0]);
+      st.o[n][1] = fmaf(p_lo, v.y, st.o[n][1]);
+      st.o[n][2] = fmaf(p_hi, v.x, st.o[n][2]);
+      st.o[n][3] = fmaf(p_hi, v.y, st.o[n][3]);
+    }
+  }
+}
+
+// Scratch of attend_tail_rows, in floats: per warp, the running max, the sum and O of one row.
+template <int D>
+constexpr std::size_t tail_row_scratch = static_cast<std::size_t>(warps) * (2 + D);
+
+// The block's `count` tail rows (q and out point at the first, row strides q_stride and
+// out_stride) against all `keys` keys on CUDA cores, written to out. The block's own tiles are
+// gone by now, so K and V come from global memory (the head's are in L2: every block of the head
+// reads them). Per row, warp w takes the keys in steps of 32 (steps w, w + 4, ...); eight lanes
+// (D = 64; sixteen for 128) share a key, each holding one 16-byte chunk of q and of O, so that
+// the loads of K and V are of whole rows and a score is a sum over those lanes. The warp keeps an
+// online softmax in base 2 (its max exact, so p <= 1); then the four warps' maxima, sums and O
+// meet in `scratch` (shared memory of the ring, free once every warp is past its products), and
+// O / l goes out as A.
+template <class A, int D>
+__device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std::int64_t q_stride,
+                                                 const kv_rows<A>& kv, int keys, A* out, std::int64_t out_stride,
+                                                 int count, float scale_log2) {
+  constexpr int parts = D / 8, groups = 32 / parts, per_lane = parts;  // a step: groups x per_lane = 32 keys
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int part = lane % parts, grp = lane / parts;
+  float* const part_m = scratch;             // [warp]
+  float* const part_l = part_m + warps;      // [warp]
+  float* const part_o = part_l + warps;      // [warp][D]
+  for (int e = 0; e < count; ++e) {
+    float qf[8], o[8];
+    unpack8<A>(__ldg(reinterpret_cast<const uint4*>(q + e * q_stride) + part), qf);
+#pragma unroll
+    for (int d = 0; d < 8; ++d) o[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int k0 = warp * 32; k0 < keys; k0 += warps * 32) {
+      // A lane's keys past the last one read the last one's rows instead, their scores then
+      // masked (p = 0): the loads stay in bounds without branches, so that all of them are in
+      // flight together.
+      const auto row_of = [&](int u) { return min(k0 + grp + groups * u, keys - 1); };
+      float s[per_lane];
+#pragma unroll
+      for (int u = 0; u < per_lane; ++u) {
+        float k[8];
+        unpack8<A>(__ldg(reinterpret_cast<const uint4*>(kv.k + row_of(u) * kv.stride) + part), k);
+        float dot = 0.0f;
+#pragma unroll
+        for (int d = 0; d < 8; ++d) dot = fmaf(qf[d], k[d], dot);
+#pragma unroll
+        for (int off = 1; off < parts; off <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        s[u] = k0 + grp + groups * u < keys ? dot : -INFINITY;
+      }
+      // The step's max over the warp (key k0 is in the step: finite), then the online softmax.
+      float smax = s[0];
+#pragma unroll
+      for (int u = 1; u < per_lane; ++u) smax = fmaxf(smax, s[u]);
+#pragma unroll
+      for (int off = parts; off < 32; off <<= 1) smax = fmaxf(smax, __shfl_xor_sync(0xffffffffu, smax, off));
+      const float mn = fmaxf(m, smax * scale_log2), a = exp2_approx(m - mn);
+      m = mn;
+      l *= a;
+#pragma unroll
+      for (int d = 0; d < 8; ++d) o[d] *= a;
+#pragma unroll
+      for (int u = 0; u < per_lane; ++u) {
+        const float p = exp2_approx(fmaf(s[u], scale_log2, -mn));
+        l += part == 0 ? p : 0.0f;  // each key once
+        float v[8];
+        unpack8<A>(__ldg(reinterpret_cast<const uint4*>(kv.v + row_of(u) * kv.stride) + part), v);
+#pragma unroll
+        for (int d = 0; d < 8; ++d) o[d] = fmaf(p, v[d], o[d]);
+      }
+    }
+    // The warp's groups of lanes took different keys: their O (the same chunk of it) adds up.
+#pragma unroll
+    for (int off = parts; off < 32; off <<= 1)
+#pragma unroll
+      for (int d = 0; d < 8; ++d) o[d] += __shfl_xor_sync(0xffffffffu, o[d], off);
+    l = warp_sum(l);
+    __syncthreads();  // the ring free (every warp past its products), or the last row combined
+    if (lane < parts) {
+      float4* to = reinterpret_cast<float4*>(part_o + warp * D + 8 * part);
+      to[0] = make_float4(o[0], o[1], o[2], o[3]);
+      to[1] = make_float4(o[4], o[5], o[6], o[7]);
+    }
+    if (lane == 0) {
+      part_m[warp] = m;  // -inf where the warp took no keys (its sum and O are 0)
+      part_l[warp] = l;
+    }
+    __syncthreads();
+    // The warps' parts in the largest warp's max (key 0's warp took keys: it is finite), a pair of
+    // columns per thread.
+    static_assert(D <= 2 * threads, "a pair of columns per thread");
+    if (const int d = 2 * static_cast<int>(threadIdx.x); d < D) {
+      float mx = part_m[0];
+#pragma unroll
+      for (int w = 1; w < warps; ++w) mx = fmaxf(mx, part_m[w]);
+      float sum = 0.0f, o0 = 0.0f, o1 = 0.0f;
+#pragma unroll
+      for (int w = 0; w < warps; ++w) {
+        const float f = exp2_approx(part_m[w] - mx);
+        sum = fmaf(f, part_l[w], sum);
+        o0 = fmaf(f, part_o[w * D + d], o0);
+        o1 = fmaf(f, part_o[w * D + d + 1], o1);
+      }
+      *reinterpret_cast<pair_of<A>*>(out + e * out_stride + d) = pair_from_float<A>(o0 / sum, o1 / sum);
+    }
+  }
+}
+
 template <int D, class Policy>
 __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(const Policy policy, float scale_log2) {
   static_assert(D == 64 || D == 128, "the wgmma attention takes head_dim 64 or 128");
@@ -125,7 +338,10 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4;
   const block_work<A> w = policy.work();
-  const int rows = w.rows;
+  // Non-causal: rows past the block's 64 are its tail rows (attend_tail_rows), and a short last
+  // tile of keys is folded in on CUDA cores (fold_tail_keys) instead of running as a tile.
+  const int rows = Policy::causal ? w.rows : min(w.rows, tile_q);
+  const int tail = Policy::causal ? 0 : short_tail(w.keys, tail_keys_max<D>);
 
   unsigned char* sq = smem + L::q;
   const auto k_buf = [&](int b) { return smem + L::k + b * L::tile; };
@@ -135,6 +351,17 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
     const int valid = static_cast<int>(min(static_cast<std::int64_t>(tile_k), w.keys - k0));
     load_tile<D>(k_buf(b), kv.k + k0 * kv.stride, kv.stride, tile_k, valid);
     load_tile<D>(v_buf(b), kv.v + k0 * kv.stride, kv.stride, tile_k, valid);
+  };
+  // The tail keys' K and V rows into buffer b (the one after the last full tile's), a 16-byte
+  // chunk of each per thread, row after row: fold_tail_keys reads them, not wgmma, so they skip
+  // the swizzle (its reads of one row are broadcasts or fall in distinct banks either way).
+  static_assert(tail_keys_max<D> * (D / 8) <= threads, "one chunk of the tail keys per thread");
+  const auto issue_tail = [&](int b) {
+    const int r = static_cast<int>(threadIdx.x) / (D / 8), c = static_cast<int>(threadIdx.x) % (D / 8);
+    if (r >= tail) return;
+    const std::int64_t from = (w.keys - tail + r) * kv.stride + c * 8;
+    cp_async16(smem_addr(k_buf(b)) + static_cast<unsigned>(threadIdx.x) * 16, kv.k + from);
+    cp_async16(smem_addr(v_buf(b)) + static_cast<unsigned>(threadIdx.x) * 16, kv.v + from);
   };
   load_tile<D>(sq, w.q, w.q_stride, tile_q, rows);
   issue_kv(0, 0);
@@ -147,7 +374,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   warp_rows<D> st;
   st.reset();
   const unsigned q_addr = smem_addr(sq);
-  const std::int64_t tiles = (w.keys + tile_k - 1) / tile_k;
+  const std::int64_t tiles = (w.keys - tail + tile_k - 1) / tile_k;
   if (tiles == 0) {  // no policy asks for zero keys; nothing to read, so nothing is written
     cp_async_wait<0>();
     return;
@@ -155,6 +382,9 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   const auto buffer = [](std::int64_t j) { return static_cast<int>(j % stages); };
   // Tile 0 (with Q) and tile 1 in flight; S of tile 0.
   if (tiles > 1) issue_kv(tile_k, 1);
+  if constexpr (!Policy::causal) {
+    if (tiles == 1 && tail > 0) issue_tail(1);
+  }
   cp_async_commit();
   cp_async_wait<1>();
   wgmma::fence_proxy_async();
@@ -204,6 +434,9 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
     wgmma::fence_proxy_async();
     __syncthreads();  // ... visible to wgmma; every warp is past step j - 1, so tile j - 1's buffer is free
     if (j + 2 < tiles) issue_kv((j + 2) * tile_k, buffer(j + 2));
+    if constexpr (!Policy::causal) {
+      if (j + 2 == tiles && tail > 0) issue_tail(buffer(j + 2));
+    }
     cp_async_commit();
     wgmma::fence_operands(s);
     wgmma::fence();
@@ -222,9 +455,22 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   wgmma::wait<0>();
   wgmma::fence_operands(st.o);
   cp_async_wait<0>();
-  if (my_first >= rows) return;
+  if constexpr (!Policy::causal) {
+    if (tail > 0) __syncthreads();  // the tail keys' copies, each thread's own waited for, seen by all
+  }
+  if (my_first >= rows) return;  // never where the block has tail rows (rows is 64 then)
+  if constexpr (!Policy::causal) {
+    if (tail > 0)
+      fold_tail_keys<A, D>(st, sq, k_buf(buffer(tiles)), v_buf(buffer(tiles)), tail, my_first, lane, scale_log2);
+  }
   const block_output<A> dst = policy.output();
   store_rows<D, D>(st, dst.out, dst.stride, my_first, rows, lane);
+  if constexpr (!Policy::causal) {
+    static_assert(tail_row_scratch<D> * sizeof(float) <= L::tile, "the tail rows' scratch fits a K buffer");
+    if (w.rows > tile_q)
+      attend_tail_rows<A, D>(reinterpret_cast<float*>(smem + L::k), w.q + tile_q * w.q_stride, w.q_stride, kv,
+                             keys, dst.out + tile_q * dst.stride, dst.stride, w.rows - tile_q, scale_log2);
+  }
 #else
   (void)policy;
   (void)scale_log2;
@@ -247,15 +493,29 @@ void launch(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
 
 }  // namespace sm90
 
-// The attention of one launch over `grid` (the policy reads blockIdx): the wgmma kernel where it
-// runs (head_dim 64 or 128 on sm_90a), the mma.sync kernel otherwise. `scale` multiplies the
-// scores (natural base).
+// The attention of one launch over `grid` (the policy reads blockIdx) on kernel k: the wgmma
+// kernel where k asks for it (attention_kernel_for(D) gives it only where it runs: head_dim 64 or
+// 128 on sm_90a), the mma.sync kernel otherwise. `scale` multiplies the scores (natural base).
 template <int D, class Policy>
-void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
+void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream, kernels::attention_kernel k) {
   if constexpr (D == 64 || D == 128) {
-    if (attention_kernel_for(D) == attention_kernel::wgmma) return sm90::launch<D>(policy, grid, scale, stream);
+    if (k == attention_kernel::wgmma) return sm90::launch<D>(policy, grid, scale, stream);
   }
   launch_mma_sync_attention<D>(policy, grid, scale, stream);
+}
+template <int D, class Policy>
+void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
+  launch_attention<D>(policy, grid, scale, stream, attention_kernel_for(D));
+}
+
+// Query tiles of a sequence of `rows` rows under a non-causal policy on kernel k: one per 64
+// rows, except that the wgmma kernel's block of the last full tile takes a short last one with it
+// (sm90::short_tail); the policy then gives that block all the rows left, 64 + r. Launch with the
+// same k.
+template <int D>
+std::int64_t query_tiles(std::int64_t rows, kernels::attention_kernel k) {
+  const bool folds = (D == 64 || D == 128) && k == attention_kernel::wgmma;
+  return (rows + tile_q - 1) / tile_q - (folds && sm90::short_tail(rows, sm90::tail_rows_max<D>) > 0 ? 1 : 0);
 }
 
 }  // namespace itera::kernels::flash

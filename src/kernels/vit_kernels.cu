@@ -239,7 +239,8 @@ __global__ void embed_kernel(embed_args a, std::uint64_t items, int per_item) {
 // Attention
 
 // Grid (query tiles, heads, images): the block's 64 tokens of one head of one image, every token
-// of the image as keys.
+// of the image as keys. The last block takes every token left: fewer than 64, or 64 and the few
+// after them where the grid was sized for the wgmma kernel (flash::query_tiles).
 template <int D>
 struct image_policy {
   using element = bf16;
@@ -257,7 +258,7 @@ struct image_policy {
     flash::block_work<bf16> w;
     w.q = base + q0 * width;
     w.q_stride = width;
-    w.rows = static_cast<int>(min(static_cast<std::int64_t>(flash::tile_q), tokens - q0));
+    w.rows = static_cast<int>(blockIdx.x + 1 == gridDim.x ? tokens - q0 : flash::tile_q);
     w.keys = tokens;
     w.first_pos = 0;
     return w;
@@ -280,10 +281,11 @@ struct image_policy {
 template <int D>
 void run_tensor_core_attention(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tokens,
                                std::int64_t heads, float scale, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((tokens + flash::tile_q - 1) / flash::tile_q), static_cast<unsigned>(heads),
+  const attention_kernel kernel = attention_kernel_for(D);
+  const dim3 grid(static_cast<unsigned>(flash::query_tiles<D>(tokens, kernel)), static_cast<unsigned>(heads),
                   static_cast<unsigned>(images));
   const image_policy<D> policy{qkv, out, tokens, heads * D};
-  flash::launch_attention<D>(policy, grid, scale, stream);
+  flash::launch_attention<D>(policy, grid, scale, stream, kernel);
 }
 
 constexpr int cc_rows_per_block = 4;  // warps of the CUDA-core kernel, one query row each

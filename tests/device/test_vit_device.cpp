@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numbers>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -200,7 +201,8 @@ TEST_F(vit_device_test, fused_fc1) {
 }
 
 // Shapes whose tokens span several key tiles with a partial last one, at the head sizes of
-// ViT-L (64) and SigLIP so400m (72, held as 80), with and without a class token.
+// ViT-L (64) and SigLIP so400m (72, held as 80), with and without a class token. T = 65 at head
+// dimension 64 has the wgmma kernel's short tails (one key and one query row past the first tile).
 TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
   struct shape_case {
     const char* preset;
@@ -209,6 +211,7 @@ TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
   for (const auto& s : {shape_case{"tiny", "hidden=128;heads=2;image=36"},       // T = 82, head_dim 64
                         shape_case{"tiny-siglip", "hidden=144;heads=2;image=36"},  // T = 81, head_dim 72
                         shape_case{"tiny", "hidden=144;heads=2;image=32"},         // T = 65, head_dim 72
+                        shape_case{"tiny", "hidden=128;heads=2;image=32"},         // T = 65, head_dim 64
                         shape_case{"tiny", "hidden=96;heads=2;image=28"}}) {       // T = 50, head_dim 48 (CUDA cores)
     const auto c = apply_vit_shape(vit_preset(s.preset), s.spec);
     vit_engine_options o;
@@ -357,6 +360,54 @@ TEST_F(vit_device_test, layer_norm) {
   }
 }
 
+// Attention in double on the (bf16) values of qkv [images x tokens][3 x heads x hd], each token
+// seeing keys [0, keys) of its image (every token's, unless asked): [images x tokens][heads x hd].
+std::vector<float> naive_attention(const std::vector<float>& qkv, std::int64_t images, std::int64_t tokens,
+                                   std::int64_t heads, std::int64_t hd, std::int64_t keys = -1) {
+  if (keys < 0) keys = tokens;
+  const std::int64_t hidden = heads * hd, width = 3 * hidden;
+  std::vector<float> want(static_cast<std::size_t>(images * tokens * hidden));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<double> p(static_cast<std::size_t>(keys));
+  for (std::int64_t n = 0; n < images; ++n)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < tokens; ++i) {
+        const float* q = &qkv[static_cast<std::size_t>((n * tokens + i) * width + h * hd)];
+        double m = -INFINITY;
+        for (std::int64_t j = 0; j < keys; ++j) {
+          const float* k = &qkv[static_cast<std::size_t>((n * tokens + j) * width + hidden + h * hd)];
+          double s = 0;
+          for (std::int64_t d = 0; d < hd; ++d) s += double(q[d]) * k[d];
+          p[static_cast<std::size_t>(j)] = s * scale;
+          m = std::max(m, s * scale);
+        }
+        double total = 0;
+        for (auto& v : p) total += v = std::exp(v - m);
+        for (std::int64_t d = 0; d < hd; ++d) {
+          double acc = 0;
+          for (std::int64_t j = 0; j < keys; ++j)
+            acc += p[static_cast<std::size_t>(j)] * qkv[static_cast<std::size_t>((n * tokens + j) * width + 2 * hidden + h * hd + d)];
+          want[static_cast<std::size_t>((n * tokens + i) * hidden + h * hd + d)] = static_cast<float>(acc / total);
+        }
+      }
+  return want;
+}
+
+// The largest normalised error of one output row (a token of one head, hd values): a row wrong on
+// its own (a query row past the last tile of 64, or a few rows that a key past it dominates) moves
+// the error of the whole output by little. NaN (a row never written: the output is poisoned) is
+// returned as such.
+double worst_row_error(const std::vector<float>& got, const std::vector<float>& want, std::int64_t hd) {
+  double worst = 0;
+  const auto row = static_cast<std::size_t>(hd);
+  for (std::size_t r = 0; r + row <= want.size(); r += row) {
+    const double e = normalised_error(std::span(got).subspan(r, row), std::span(want).subspan(r, row));
+    if (std::isnan(e)) return e;
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
 // Attention against a naive one in double on the same bf16 inputs: head sizes 64 and 72 (and 16,
 // 128) on tensor cores and on CUDA cores, 257 tokens (ViT-L at 224: a last key tile of one token)
 // and 2 images of 3 heads (so a wrong image or head offset shows). The output is rounded to bf16
@@ -367,30 +418,7 @@ TEST_F(vit_device_test, attention_against_naive) {
     const std::int64_t hidden = heads * hd, width = 3 * hidden;
     // q and k of a scale that makes the attention neither uniform nor one-hot.
     const auto qkv = rounded(random_values(static_cast<std::size_t>(images * tokens * width), 40 + hd, 2.0f));
-    std::vector<float> want(static_cast<std::size_t>(images * tokens * hidden));
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    std::vector<double> p(static_cast<std::size_t>(tokens));
-    for (std::int64_t n = 0; n < images; ++n)
-      for (std::int64_t h = 0; h < heads; ++h)
-        for (std::int64_t i = 0; i < tokens; ++i) {
-          const float* q = &qkv[static_cast<std::size_t>((n * tokens + i) * width + h * hd)];
-          double m = -INFINITY;
-          for (std::int64_t j = 0; j < tokens; ++j) {
-            const float* k = &qkv[static_cast<std::size_t>((n * tokens + j) * width + hidden + h * hd)];
-            double s = 0;
-            for (std::int64_t d = 0; d < hd; ++d) s += double(q[d]) * k[d];
-            p[static_cast<std::size_t>(j)] = s * scale;
-            m = std::max(m, s * scale);
-          }
-          double total = 0;
-          for (auto& v : p) total += v = std::exp(v - m);
-          for (std::int64_t d = 0; d < hd; ++d) {
-            double acc = 0;
-            for (std::int64_t j = 0; j < tokens; ++j)
-              acc += p[static_cast<std::size_t>(j)] * qkv[static_cast<std::size_t>((n * tokens + j) * width + 2 * hidden + h * hd + d)];
-            want[static_cast<std::size_t>((n * tokens + i) * hidden + h * hd + d)] = static_cast<float>(acc / total);
-          }
-        }
+    const auto want = naive_attention(qkv, images, tokens, heads, hd);
     for (const bool tc : {true, false}) {
       if (tc && !gpu_attention_on_tensor_cores(*dev, hd)) {
         std::printf("attention head_dim %lld: no tensor-core kernel on this device\n", static_cast<long long>(hd));
@@ -407,6 +435,74 @@ TEST_F(vit_device_test, attention_against_naive) {
                     static_cast<long long>(tokens), tc ? itera::kernels::attention_kernel_name(ran) : "CUDA cores", e);
         EXPECT_LT(e, tc ? 6e-3 : 3e-3) << "head_dim " << hd << (tc ? itera::kernels::attention_kernel_name(ran) : " CUDA cores");
         if (!tc) break;
+      }
+    }
+  }
+}
+
+// The wgmma kernel's short tails (flash_attention_wgmma.cuh: fold_tail_keys, attend_tail_rows): a
+// last key tile of 1 .. 8 keys at head_dim 64 (1 .. 4 at 128) folded in on CUDA cores, and a last
+// query tile of 1 .. 4 rows at head_dim 64 (1 .. 2 at 128) taken by the block before, against
+// the naive attention and against the mma.sync kernel on the same inputs, on 2 images of 3 heads.
+// Lengths: 257 .. 265 (1 .. 9 of each: both sides of every bound), 65 and 72 (one full tile
+// before the tail: the tail keys copied with tile 0's), 129 and 193 (their copy in each buffer of
+// the ring), 200 (8 after 3 tiles), 64 and 256 (no tail) and 1, 2, 3, 8 (one partial tile, no
+// tail). Each length with a tail runs twice: on random values as in attention_against_naive, and
+// with the keys of the last partial tile 8 times louder, so that they dominate some rows and move
+// their running max past the rescale threshold (2^8) inside the fold. Bounds: 6e-3 on the whole
+// output as in attention_against_naive, and 2e-2 on each row (bf16 rounding of P and of the
+// output leaves ~3e-3 on the worst row; a row missing one key of these inputs is off by more,
+// checked here on the lengths with one tail key).
+TEST_F(vit_device_test, attention_short_tails_against_naive) {
+  using itera::kernels::attention_kernel;
+  constexpr std::int64_t images = 2, heads = 3;
+  constexpr double bound = 6e-3, row_bound = 2e-2;
+  for (const std::int64_t hd : {64, 128}) {
+    if (!gpu_attention_on_tensor_cores(*dev, hd)) {
+      std::printf("attention head_dim %lld: no tensor-core kernel on this device\n", static_cast<long long>(hd));
+      continue;
+    }
+    for (const std::int64_t tokens : {257, 258, 259, 260, 261, 262, 263, 264, 265, 65, 72, 129, 193, 200, 64, 256, 1, 2,
+                                      3, 8}) {
+      const std::int64_t width = 3 * heads * hd, tail_from = tokens / 64 * 64, tail = tokens - tail_from;
+      for (const bool loud : {false, true}) {
+        if (loud && tail == 0) continue;
+        auto qkv = rounded(random_values(static_cast<std::size_t>(images * tokens * width), 70 + tokens + hd, 2.0f));
+        if (loud)
+          for (std::int64_t r = 0; r < images * tokens; ++r)
+            if (r % tokens >= tail_from)
+              for (std::int64_t c = heads * hd; c < 2 * heads * hd; ++c) qkv[static_cast<std::size_t>(r * width + c)] *= 8.0f;
+        const auto want = naive_attention(qkv, images, tokens, heads, hd);
+        if (tokens > 64 && tail == 1 && !loud) {
+          const double without = worst_row_error(naive_attention(qkv, images, tokens, heads, hd, tail_from), want, hd);
+          EXPECT_GT(without, 5 * row_bound) << tokens << " tokens: the test would not see the tail key dropped";
+        }
+        std::vector<float> by_kernel[2];
+        for (const auto k : {attention_kernel::wgmma, attention_kernel::mma_sync}) {
+          const itera::test::attention_kernel_scope choice(k);
+          if (itera::kernels::attention_kernel_for(hd) != k) {
+            std::printf("attention head_dim %lld: the %s kernel does not run here\n", static_cast<long long>(hd),
+                        itera::kernels::attention_kernel_name(k));
+            continue;
+          }
+          const auto got = gpu_attention(*dev, qkv, images, tokens, heads, hd, true);
+          const double e = normalised_error(got, want), worst = worst_row_error(got, want, hd);
+          std::printf("attention head_dim %lld, %lld tokens%s, %s: normalised error %.2e, worst row %.2e\n",
+                      static_cast<long long>(hd), static_cast<long long>(tokens), loud ? " (loud tail keys)" : "",
+                      itera::kernels::attention_kernel_name(k), e, worst);
+          const auto what = [&] {
+            return std::to_string(hd) + ", " + std::to_string(tokens) + " tokens" + (loud ? " (loud), " : ", ") +
+                   itera::kernels::attention_kernel_name(k);
+          };
+          EXPECT_LT(e, bound) << what();
+          EXPECT_LT(worst, row_bound) << what();
+          by_kernel[k == attention_kernel::wgmma ? 0 : 1] = got;
+        }
+        if (!by_kernel[0].empty() && !by_kernel[1].empty()) {
+          const double e = normalised_error(by_kernel[0], by_kernel[1]), worst = worst_row_error(by_kernel[0], by_kernel[1], hd);
+          EXPECT_LT(e, bound) << hd << ", " << tokens << " tokens: wgmma against mma.sync";
+          EXPECT_LT(worst, row_bound) << hd << ", " << tokens << " tokens: wgmma against mma.sync";
+        }
       }
     }
   }
