@@ -25,7 +25,7 @@ __device__ __forceinline__ float activate(activation a, float x) {
 // flush changes nothing here: an exponential below 2^-126 is added to 1, and a denominator past
 // 2^126 gives a quotient below bf16's smallest normal either way. Without .ftz, __expf compiles to
 // a range test and two conditional multiplies around the same instruction: 3 of the ~13
-// instructions per value of the fused fc1's epilogue (docs/perf/2026-11-30-vit-ln-attention.md).
+// instructions per value of the fused fc1's epilogue (docs/perf/2026-11-30-vit-tails.md).
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

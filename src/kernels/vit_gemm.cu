@@ -23,7 +23,14 @@
 // with the consumers doing the epilogue 0.788-0.848 ms (4832ed4 .. 96814d3; Nsight Compute put 60%
 // of the consumer warps' samples in the epilogue), with the epilogue warps and expf / IEEE
 // division 0.932 ms (the epilogue warps became the bottleneck), with __expf / __fdividef
-// (activation.cuh: activate_fast) 0.523 ms.
+// (activation.cuh: activate_fast) 0.523 ms. Then (docs/perf/2026-11-30-vit-tails.md): the
+// epilogue on ex2/rcp.approx.ftz with a lane per chunk of a row 0.483-0.498 ms against 0.573 for
+// cuBLASLt and the pass in the same run (Nsight: tensor pipe 72% of its peak; cuBLASLt's products
+// of the same k reach 80%; the consumers wait for a stage ~11% of their time, and both drain at a
+// tile's end). Tried and slower: k steps of 32 in six stages (39883df: a ring two steps deep at
+// the same shared memory), the consumers staging their rows in turn through a half-size tile with
+// four stages (e3dd52b: 0.565 ms; one warpgroup alone does not keep the tensor cores busy while
+// the other waits for the staging tile).
 #include "src/kernels/vit_gemm.cuh"
 
 #include <cuda.h>

@@ -20,7 +20,7 @@ bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int6
 // out[r][c] = bf16(act(sum_i x[r][i] w[c][i] + bias[c])): x bf16 [rows][k], w bf16 [n][k] (a
 // Linear's weight), bias bf16 [n], fp32 sums. round_sums: sum + bias rounded to bf16 before the
 // activation (a bf16 Linear, then the activation: vit_gpu.hpp fc1_bf16_sums), else one rounding.
-// The activation is activation.cuh's activate_fast (__expf, __fdividef; gelu exact).
+// The activation is activation.cuh's activate_fast (ex2 and rcp approximations; gelu exact).
 // max_blocks > 0 caps the persistent grid (one block per SM otherwise): tests use it so that
 // each block walks several tiles.
 void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
