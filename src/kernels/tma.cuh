@@ -44,33 +44,4 @@ __device__ __forceinline__ void load_2d(unsigned dst, const CUtensorMap& map, in
       : "memory");
 }
 
-// The same box into shared memory at dst in every block of the cluster named in `mask` (bit i:
-// rank i), each copy counted on the barrier at `bar` in its own block.
-__device__ __forceinline__ void load_2d_multicast(unsigned dst, const CUtensorMap& map, int c, int r, unsigned bar,
-                                                  std::uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(c), "r"(r), "r"(bar), "h"(mask)
-      : "memory");
-}
-// An arrival on the barrier at the same offset in block `rank` of the cluster (release, cluster scope).
-__device__ __forceinline__ void barrier_arrive_remote(unsigned bar, unsigned rank) {
-  unsigned remote = 0;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// barrier_wait that also sees arrivals from other blocks of the cluster (acquire, cluster scope).
-__device__ __forceinline__ void barrier_wait_cluster(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait_again:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_again;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
 }  // namespace itera::kernels::tma

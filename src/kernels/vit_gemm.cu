@@ -71,9 +71,7 @@ constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stag
 // Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
 [[maybe_unused]] __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
-// P: blocks per cluster sharing w's tile (1, or 2: rows m0 and m0 + 128 of the same 256 columns;
-// each block asks for half of w's tile, multicast into both, so w's L2 reads halve).
-template <activation A, bool round_sums, int P>
+template <activation A, bool round_sums>
 __global__ void __launch_bounds__(threads, 1)
     gemm_bias_activation_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                                 const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps,
@@ -82,8 +80,6 @@ __global__ void __launch_bounds__(threads, 1)
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int n_tiles = n / tile_n;
-  const int rank = P == 1 ? 0 : static_cast<int>(blockIdx.x) % P;
-  const int first = static_cast<int>(blockIdx.x) / P, stride = static_cast<int>(gridDim.x) / P;
   const unsigned ring = smem_addr(smem);
   const unsigned full = ring + ring_bytes + out_bytes + bias_bytes, empty = full + stages * 8;  // barrier s at + 8 s
   auto* staged = reinterpret_cast<bf16*>(smem + ring_bytes);
@@ -93,22 +89,19 @@ __global__ void __launch_bounds__(threads, 1)
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
       tma::barrier_init(full + 8 * s, 1);   // the producer's arrival with the byte count
-      tma::barrier_init(empty + 8 * s, 2 * P);  // one arrival per consumer warpgroup of the cluster
+      tma::barrier_init(empty + 8 * s, 2);  // one arrival per consumer warpgroup
     }
     tma::barrier_init(staged_full, 1);                  // the consumers' leader, after their barrier
     tma::barrier_init(staged_empty, epilogue_threads);  // every epilogue thread, done reading
     tma::barrier_init_fence();
   }
-  if constexpr (P > 1) tma::cluster_sync();  // the other block's barriers exist before any copy to it
-  else __syncthreads();
+  __syncthreads();
   grid_dependents_launch();
   grid_dependency_wait();
 
-  // Tiles first, + stride, ...: [128 P][256] tiles of out, n fastest, so the clusters running at
-  // once share rows of x in the L2; this block takes rows 128 rank .. of each. Step g counts the
-  // block's steps over all its tiles: buffer g % stages, its use g / stages; tile i of the block
-  // uses the staging tile for the i-th time.
-  const auto origin = [&](int t) { return int2{(t % n_tiles) * tile_n, ((t / n_tiles) * P + rank) * tile_m}; };
+  // Tiles blockIdx.x, + gridDim.x, ...: n fastest, so the blocks running at once share rows of x.
+  // Step g counts this block's steps over all its tiles: buffer g % stages, its use g / stages;
+  // tile i of the block uses the staging tile for the i-th time.
   const auto post = [](bf16 v) {  // what the epilogue threads apply to a staged value
     if constexpr (round_sums) return __float2bfloat16_rn(activate_fast(A, __bfloat162float(v)));
     else return v;
@@ -116,22 +109,15 @@ __global__ void __launch_bounds__(threads, 1)
   if (wg == 0) {
     if (tid == 0) {
       int g = 0;
-      for (int t = first; t < tiles; t += stride) {
-        const int2 o = origin(t);
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+        const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
         for (int j = 0; j < ksteps; ++j, ++g) {
           const int s = g % stages, use = g / stages;
-          if (use > 0) {
-            if constexpr (P > 1) tma::barrier_wait_cluster(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
-            else tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
-          }
+          if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
           const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
           tma::barrier_expect_bytes(bar, stage_bytes);
-          tma::load_2d(base, x_map, j * tile_k, o.y, bar);
-          if constexpr (P > 1)
-            tma::load_2d_multicast(base + x_bytes + static_cast<unsigned>(rank) * (w_bytes / P), w_map, j * tile_k,
-                                   o.x + rank * (tile_n / P), bar, static_cast<std::uint16_t>((1u << P) - 1));
-          else
-            tma::load_2d(base + x_bytes, w_map, j * tile_k, o.x, bar);
+          tma::load_2d(base, x_map, j * tile_k, m0, bar);
+          tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
         }
       }
     } else if (tid >= 32) {
@@ -144,9 +130,8 @@ __global__ void __launch_bounds__(threads, 1)
       static_assert(chunks == 32 && epilogue_threads == 3 * 32, "a lane per chunk, three warps over the rows");
       const int r0 = warp - 1;
       int i = 0;
-      for (int t = first; t < tiles; t += stride, ++i) {
-        const int2 o = origin(t);
-        const int n0 = o.x, m0 = o.y;
+      for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
+        const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
         const int valid = min(tile_m, rows - m0);
         tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
         const bf16* from = staged + r0 * out_stride + 8 * lane;
@@ -162,20 +147,14 @@ __global__ void __launch_bounds__(threads, 1)
         tma::barrier_arrive(staged_empty);
       }
     }
-  } else {
+    return;
+  }
   const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each tile
   const bool leader = tid % 128 == 0;
   int g = 0, i = 0;
   float d[32][4];
-  // A buffer is free once every consumer warpgroup of the cluster is done with it: the other
-  // block's producer multicasts into this block's buffers too.
-  const auto release = [&](int s) {
-    if (!leader) return;
-    tma::barrier_arrive(empty + 8 * s);
-    if constexpr (P > 1) tma::barrier_arrive_remote(empty + 8 * s, static_cast<unsigned>(rank ^ 1));
-  };
-  for (int t = first; t < tiles; t += stride, ++i) {
-    const int n0 = origin(t).x;
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
+    const int n0 = (t % n_tiles) * tile_n;
 #pragma unroll
     for (int j = 0; j < 32; ++j)
 #pragma unroll
@@ -197,11 +176,11 @@ __global__ void __launch_bounds__(threads, 1)
                                    wgmma::advance(b, static_cast<unsigned>(kk) * 32));
       wgmma::commit();
       wgmma::wait<1>();  // the previous step's products are done: its buffer is free
-      if (j > 0) release((g - 1) % stages);
+      if (j > 0 && leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));
     }
     wgmma::wait<0>();
     wgmma::fence_operands(d);
-    release((g - 1) % stages);  // the tile's last buffer
+    if (leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));  // the tile's last buffer
 
     // Sums + bias into the staging tile: bf16(sum + bias) with round_sums (the epilogue threads
     // apply the activation), else the activation here and one rounding. D fragment (wgmma.cuh):
@@ -226,13 +205,6 @@ __global__ void __launch_bounds__(threads, 1)
     }
     consumers_sync();  // the tile is staged, and every consumer is done with the bias
     if (tid == 128) tma::barrier_arrive(staged_full);
-  }
-  }
-  // No block leaves while the other may still copy into it or arrive on its barriers (each warp
-  // converged first: the cluster barrier is .aligned).
-  if constexpr (P > 1) {
-    __syncwarp();
-    tma::cluster_sync();
   }
 #else
   (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps, (void)tiles;
@@ -270,52 +242,22 @@ CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsign
   return map;
 }
 
-// EXPERIMENT: blocks per cluster sharing w's tile, ITERA_VIT_GEMM_PAIR=1 for 2 (A/B), else 1.
-int blocks_sharing_w() {
-  static const int pair = env_switch("ITERA_VIT_GEMM_PAIR", false) ? 2 : 1;
-  return pair;
-}
-
-template <activation A, bool R, int P>
+template <activation A, bool R>
 void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
                  bf16* out, cudaStream_t stream, int max_blocks) {
-  constexpr auto kernel = gemm_bias_activation_kernel<A, R, P>;
   static const bool ready = [] {
-    ITERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(gemm_bias_activation_kernel<A, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(shared_bytes)));
     return true;
   }();
   (void)ready;
-  const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n / P);
-  const std::int64_t tiles = (n / tile_n) * ((rows + tile_m * P - 1) / (tile_m * P));
-  const int limit = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
-  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, std::max(1, limit / P)) * P);
-  if constexpr (P == 1) {
-    itera::kernels::launch(kernel, grid, threads, shared_bytes, stream, x_map, w_map, bias, out, static_cast<int>(rows),
-                           static_cast<int>(n), static_cast<int>(k / tile_k), static_cast<int>(tiles));
-  } else {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(grid);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = shared_bytes;
-    config.stream = stream;
-    cudaLaunchAttribute attrs[2] = {};
-    unsigned count = 0;
-    attrs[count].id = cudaLaunchAttributeClusterDimension;
-    attrs[count].val.clusterDim.x = P;
-    attrs[count].val.clusterDim.y = 1;
-    attrs[count].val.clusterDim.z = 1;
-    ++count;
-    if (programmatic_launch_enabled()) {
-      attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attrs[count].val.programmaticStreamSerializationAllowed = 1;
-      ++count;
-    }
-    config.attrs = attrs;
-    config.numAttrs = count;
-    ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, x_map, w_map, bias, out, static_cast<int>(rows),
-                                        static_cast<int>(n), static_cast<int>(k / tile_k), static_cast<int>(tiles)));
-  }
+  const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
+  const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
+  const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));
+  itera::kernels::launch(gemm_bias_activation_kernel<A, R>, grid, threads, shared_bytes, stream, x_map, w_map, bias, out,
+                         static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k / tile_k),
+                         static_cast<int>(tiles));
 }
 
 }  // namespace
@@ -332,11 +274,8 @@ void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::
   if (!aligned(x) || !aligned(w) || !aligned(bias) || !aligned(out))
     throw std::invalid_argument("vit gemm_bias_activation: x, w, bias and out must be 16-byte aligned");
   const auto run = [&]<activation A>() {
-    const bool pair = blocks_sharing_w() == 2;
-    if (round_sums && pair) launch_gemm<A, true, 2>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else if (round_sums) launch_gemm<A, true, 1>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else if (pair) launch_gemm<A, false, 2>(x, rows, w, n, k, bias, out, stream, max_blocks);
-    else launch_gemm<A, false, 1>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream, max_blocks);
   };
   switch (act) {
     case activation::quick_gelu: run.template operator()<activation::quick_gelu>(); break;
