@@ -30,7 +30,8 @@
 // tile's end). Tried and slower: k steps of 32 in six stages (39883df: a ring two steps deep at
 // the same shared memory), the consumers staging their rows in turn through a half-size tile with
 // four stages (e3dd52b: 0.565 ms; one warpgroup alone does not keep the tensor cores busy while
-// the other waits for the staging tile).
+// the other waits for the staging tile), clusters of two sharing w's tile by multicast (110f359:
+// 0.590 ms; each buffer waits for both blocks' consumers, so the pair runs at its slower one's pace).
 #include "src/kernels/vit_gemm.cuh"
 
 #include <cuda.h>
