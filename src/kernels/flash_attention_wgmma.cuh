@@ -32,6 +32,11 @@
 // last few query rows (up to tail_rows_max) are taken by the block before them, which after its
 // own rows computes theirs on CUDA cores against every key, read from L2 (attend_tail_rows). A
 // launch sizes its grid for that (query_tiles) and launches the kernel it sized it for.
+//
+// Single pass (non-causal, head_dim 64, at most 4 x 64 + tail_keys_max keys: single_pass_kernel,
+// below): where every key fits in shared memory at once, a second kernel with the same blocks,
+// grid and tails loads Q, K and V once, takes S for every key in one accumulator and runs one
+// softmax pass with the exact row max (no rescaling), then P V in one group.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -491,15 +496,366 @@ void launch(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
   itera::kernels::launch(attention_kernel<D, Policy>, grid, threads, bytes, stream, policy, scale_log2);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The single pass (non-causal, few keys): every key of the block in shared memory at once.
+//
+// A block over at most four tiles of keys (and a short tail) has too few tiles for the streaming
+// kernel above to pipeline: at ViT-L/14's 257 tokens it is issue- and latency-bound (Nsight
+// Compute: tensor pipe 21%, issue slots 58%), ~250 instructions a warp per 64-key tile going to
+// the online softmax. single_pass_kernel instead loads Q, all of K and all of V once (two cp.async
+// groups: Q and K first, so that S starts while V lands), and runs
+//   S = Q K^T   D / 16 wgmma m64nNk16, N = 64 x tiles (up to 256: every key of the pass at once)
+//   softmax     one pass: the exact max of the row's scores in S, p = 2^(s x scale_log2 - max)
+//               (one FMA and one ex2 each, p <= 1), the row sum; P rounded to the 16-bit type
+//               into A fragments. No running max, no masking but on a partial last tile.
+//   tail keys   then (S's registers free) their scores on CUDA cores (fold_tail_keys' quad
+//               split), the row max over them too, their p; where a tail key beats S's max, S's
+//               part of the sum and of O is scaled once by a = 2^(S's max - the row's)
+//   O = P V     N / 16 wgmma m64nDk16 (P from registers, V N-major), one commit group; then O x a
+//               and the tail keys' p v on CUDA cores
+// then O / l (one reciprocal per row) and the block's tail rows (attend_tail_rows) as above.
+// Head dimension 64 only: at 128, K and V of 256 keys take 128 KiB and Q 16 KiB, one block per SM.
+// Keys: at most four tiles of 64 and a tail of up to tail_keys_max (264 at head_dim 64; the
+// host's bound, attention_single_pass_keys_max, is checked against it below).
+template <int D>
+constexpr int single_pass_keys_max = D == 64 ? 4 * tile_k + tail_keys_max<D> : 0;
+static_assert(single_pass_keys_max<64> == attention_single_pass_keys_max(64) &&
+                  single_pass_keys_max<128> == attention_single_pass_keys_max(128),
+              "attention_choice.hpp's bound is the kernel's");
+
+// Key tiles S takes for `keys` keys: those before the tail, the last one possibly partial.
+template <int D>
+__host__ __device__ constexpr int single_pass_tiles(std::int64_t keys) {
+  return static_cast<int>((keys - short_tail(keys, tail_keys_max<D>) + tile_k - 1) / tile_k);
+}
+
+// Q [64][D], K and V [64 x tiles][D] (swizzled, as load_tile writes them), then the tail keys' K
+// and V rows one after another (as the streaming kernel's issue_tail writes them).
+template <int D, int Tiles>
+struct single_pass_layout {
+  static constexpr std::size_t kv = static_cast<std::size_t>(Tiles) * tile_k * D * 2;  // a multiple of 1024
+  static constexpr std::size_t tail = static_cast<std::size_t>(tail_keys_max<D>) * D * 2;
+  static constexpr std::size_t q = 0;
+  static constexpr std::size_t k = q + static_cast<std::size_t>(tile_q) * D * 2;
+  static constexpr std::size_t v = k + kv;
+  static constexpr std::size_t tail_k = v + kv;
+  static constexpr std::size_t tail_v = tail_k + tail;
+  static constexpr std::size_t bytes = tail_v + tail;  // D = 64, 4 tiles: 74 KiB
+};
+
+// Blocks per SM the register allocation must leave room for. Shared memory allows three at 4
+// and 3 tiles (74 and 58 KiB), five at 2 (42 KiB) and more at 1; registers (ptxas, CUDA 13.0,
+// head_dim 64, the ViT policy): 4 tiles spill 60 bytes under the 168 of three blocks (S's 128
+// accumulators and ~50 registers besides), so two (189 used); 3 tiles three (148), 2 and 1 four
+// (113 and 111). No spills.
+constexpr int single_pass_min_blocks(int tiles) { return tiles == 4 ? 2 : tiles == 3 ? 3 : 4; }
+
+// The scores of the `count` tail keys (rows one after another at kt) for the thread's rows g and
+// g + 8 of the warp's 16 (from the block's row `first` of Q, sq): the quad splits each over
+// quarters of the head and adds up, so all four threads hold every score.
+template <class A, int D>
+__device__ __forceinline__ void tail_scores(const unsigned char* sq, const unsigned char* kt, int count, int first,
+                                            int lane, float (&s_lo)[tail_keys_max<D>],
+                                            float (&s_hi)[tail_keys_max<D>]) {
+  constexpr int quarter = D / 32;  // 16-byte chunks in a quarter of a row
+  const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int i = 0; i < tail_keys_max<D>; ++i) {
+    s_lo[i] = s_hi[i] = 0.0f;
+    if (i >= count) continue;  // uniform over the block
+#pragma unroll
+    for (int u = 0; u < quarter; ++u) {
+      const int c = t4 * quarter + u;
+      float q_lo[8], q_hi[8], k[8];
+      unpack8<A>(*reinterpret_cast<const uint4*>(sq + offset<D>(tile_q, first + g, c)), q_lo);
+      unpack8<A>(*reinterpret_cast<const uint4*>(sq + offset<D>(tile_q, first + g + 8, c)), q_hi);
+      unpack8<A>(*reinterpret_cast<const uint4*>(kt + i * D * 2 + c * 16), k);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        s_lo[i] = fmaf(q_lo[e], k[e], s_lo[i]);
+        s_hi[i] = fmaf(q_hi[e], k[e], s_hi[i]);
+      }
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      s_lo[i] += __shfl_xor_sync(0xffffffffu, s_lo[i], off);
+      s_hi[i] += __shfl_xor_sync(0xffffffffu, s_hi[i], off);
+    }
+  }
+}
+
+template <int D, int Tiles, class Policy>
+__global__ void __launch_bounds__(threads, single_pass_min_blocks(Tiles))
+    single_pass_kernel(const Policy policy, float scale_log2) {
+  static_assert(D == 64, "the single-pass attention takes head_dim 64");
+  static_assert(!Policy::causal, "the single-pass attention is for non-causal policies");
+  static_assert(Tiles >= 1 && Tiles <= 4, "m64nNk16 takes N up to 256");
+  static_assert(threads == 128 && tile_q == 64 && tile_k == 64 && warp_rows_per_warp == 16, "one warpgroup, 64 rows");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = single_pass_layout<D, Tiles>;
+  using A = typename Policy::element;
+  constexpr int N = Tiles * tile_k;  // keys of S and P V on the tensor cores
+  constexpr int TM = tail_keys_max<D>;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  grid_dependents_launch();
+  grid_dependency_wait();
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const block_work<A> w = policy.work();
+  if (w.keys <= 0) return;  // no policy asks for zero keys; nothing to read, so nothing is written
+  // Rows past the block's 64 are its tail rows (attend_tail_rows).
+  const int rows = min(w.rows, tile_q);
+  const int tail = short_tail(w.keys, TM);
+  const int full = static_cast<int>(w.keys) - tail;  // keys of S: N, or fewer on a partial last tile
+  if (full > N || full <= N - tile_k) __trap();  // the host picked Tiles from another key count
+
+  unsigned char* const sq = smem + L::q;
+  unsigned char* const sk = smem + L::k;
+  unsigned char* const sv = smem + L::v;
+  const kv_rows<A> kv = policy.kv();
+  // A tail key's K or V row: a 16-byte chunk per thread, row after row, unswizzled (issue_tail).
+  static_assert(TM * (D / 8) <= threads, "one chunk of the tail keys per thread");
+  const auto issue_tail = [&](unsigned char* dst, const A* src) {
+    const int r = static_cast<int>(threadIdx.x) / (D / 8), c = static_cast<int>(threadIdx.x) % (D / 8);
+    if (r < tail)
+      cp_async16(smem_addr(dst) + static_cast<unsigned>(threadIdx.x) * 16, src + (full + r) * kv.stride + c * 8);
+  };
+  // Group 0: Q, K, the tail's K rows; group 1: V, the tail's V rows. Keys of a partial last tile
+  // past `full` are zero rows (masked below).
+  load_tile<D>(sq, w.q, w.q_stride, tile_q, rows);
+  load_tile<D>(sk, kv.k, kv.stride, N, full);
+  issue_tail(smem + L::tail_k, kv.k);
+  cp_async_commit();
+  load_tile<D>(sv, kv.v, kv.stride, N, full);
+  issue_tail(smem + L::tail_v, kv.v);
+  cp_async_commit();
+
+  const int my_first = warp * warp_rows_per_warp;
+  cp_async_wait<1>();
+  wgmma::fence_proxy_async();
+  __syncthreads();  // Q and K (and the tail's K rows) landed, visible to wgmma and to every thread
+
+  // S = Q K^T, every key of the pass in one accumulator: s[n] holds keys 8n .. 8n + 7.
+  float s[N / 8][4];
+  {
+    const std::uint64_t dq = wgmma::descriptor(smem_addr(sq), 16, 1024), dk = wgmma::descriptor(smem_addr(sk), 16, 1024);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const unsigned step = static_cast<unsigned>(kk % 4) * 32;  // D = 64: one 64-column half
+      wgmma::mma_64xn_ss<A, N>(s, wgmma::advance(dq, step), wgmma::advance(dk, step), kk > 0);
+    }
+    wgmma::commit();
+  }
+  wgmma::wait<0>();
+  wgmma::fence_operands(s);
+
+  // A partial last tile: its keys from `full` on are zero rows, out of the softmax.
+  if (full < N) {
+#pragma unroll
+    for (int n = (Tiles - 1) * tile_k / 8; n < N / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (8 * n + 2 * t4 + e >= full) s[n][e] = s[n][2 + e] = -INFINITY;
+  }
+  // The exact max of the row's scores in S (key 0 is there: finite), over the quad, in base-2
+  // units.
+  float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n) {
+    mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
+    mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+  }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+  }
+  const float ms_lo = mx_lo * scale_log2, ms_hi = mx_hi * scale_log2;
+  // P (fp32, <= 1) relative to that max into the row sums and, rounded to A, into P V's A
+  // fragments (p_fragment's layout: keys 16 kk .. 16 kk + 15); S's registers die as they are made.
+  float l_lo = 0.0f, l_hi = 0.0f;
+  unsigned pa[N / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+    float p[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = 2 * kk + h;
+      p[h][0] = exp2_approx(fmaf(s[n][0], scale_log2, -ms_lo));
+      p[h][1] = exp2_approx(fmaf(s[n][1], scale_log2, -ms_lo));
+      p[h][2] = exp2_approx(fmaf(s[n][2], scale_log2, -ms_hi));
+      p[h][3] = exp2_approx(fmaf(s[n][3], scale_log2, -ms_hi));
+      l_lo += p[h][0] + p[h][1];
+      l_hi += p[h][2] + p[h][3];
+    }
+    pa[kk][0] = pack2<A>(p[0][0], p[0][1]);
+    pa[kk][1] = pack2<A>(p[0][2], p[0][3]);
+    pa[kk][2] = pack2<A>(p[1][0], p[1][1]);
+    pa[kk][3] = pack2<A>(p[1][2], p[1][3]);
+  }
+  // The tail keys only now, S's registers free (beside them the tail's would not fit three blocks
+  // to an SM): their scores, the row max over them too, and a = 2^(S's max - the row's), by which
+  // P V and S's part of the sum are scaled (1 unless a tail key beats every key of S; then once,
+  // after P V). Their p relative to the row's max (fp32, as fold_tail_keys): every thread of the
+  // quad holds them; the quad's first adds them to its row sums (added up across the quad at the
+  // end).
+  float tp_lo[TM], tp_hi[TM];
+  float a_lo = 1.0f, a_hi = 1.0f;
+  if (tail > 0) {
+    tail_scores<A, D>(sq, smem + L::tail_k, tail, my_first, lane, tp_lo, tp_hi);
+    float m_lo = ms_lo, m_hi = ms_hi;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      if (i >= tail) continue;
+      m_lo = fmaxf(m_lo, tp_lo[i] * scale_log2);
+      m_hi = fmaxf(m_hi, tp_hi[i] * scale_log2);
+    }
+    a_lo = exp2_approx(ms_lo - m_lo);
+    a_hi = exp2_approx(ms_hi - m_hi);
+    l_lo *= a_lo;
+    l_hi *= a_hi;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      if (i >= tail) continue;
+      tp_lo[i] = exp2_approx(fmaf(tp_lo[i], scale_log2, -m_lo));
+      tp_hi[i] = exp2_approx(fmaf(tp_hi[i], scale_log2, -m_hi));
+      if (t4 == 0) {
+        l_lo += tp_lo[i];
+        l_hi += tp_hi[i];
+      }
+    }
+  }
+
+  cp_async_wait<0>();
+  wgmma::fence_proxy_async();
+  __syncthreads();  // V (and the tail's V rows) landed, visible to wgmma and to every thread
+
+  // O = P V: N / 16 wgmma m64nDk16 in one group, V N-major ([N][D] row after row: a step of 16
+  // keys is 16 rows on).
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  {
+    const std::uint64_t dv = wgmma::descriptor(smem_addr(sv), N * 128, 1024);
+    wgmma::fence_operands(o);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) {
+      const std::uint64_t desc = wgmma::advance(dv, static_cast<unsigned>(kk) * 16 * 128);
+      if constexpr (D == 128) wgmma::mma_64x128_rs<A>(o, pa[kk], desc);
+      else wgmma::mma_64x64_rs<A>(o, pa[kk], desc);
+    }
+    wgmma::commit();
+  }
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
+  if (my_first >= rows) return;  // never where the block has tail rows (rows is 64 then)
+  // O x a, plus the tail keys' p v on CUDA cores (the thread's columns 8n + 2 t4 and the one
+  // after, of rows g and g + 8).
+  if (tail > 0) {
+    const unsigned char* const vt = smem + L::tail_v;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= a_lo;
+      o[n][1] *= a_lo;
+      o[n][2] *= a_hi;
+      o[n][3] *= a_hi;
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      if (i >= tail) continue;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const float2 v = to_float2(*reinterpret_cast<const pair_of<A>*>(vt + i * D * 2 + n * 16 + 4 * t4));
+        o[n][0] = fmaf(tp_lo[i], v.x, o[n][0]);
+        o[n][1] = fmaf(tp_lo[i], v.y, o[n][1]);
+        o[n][2] = fmaf(tp_hi[i], v.x, o[n][2]);
+        o[n][3] = fmaf(tp_hi[i], v.y, o[n][3]);
+      }
+    }
+  }
+
+  // O / l: the row sums over the quad, one reciprocal per row.
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
+  }
+  const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;
+  const block_output<A> dst = policy.output();
+  {
+    const int r_lo = my_first + g, r_hi = r_lo + 8;
+    A* const base = dst.out + 2 * t4;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      if (r_lo < rows)
+        *reinterpret_cast<pair_of<A>*>(base + r_lo * dst.stride + n * 8) =
+            pair_from_float<A>(o[n][0] * inv_lo, o[n][1] * inv_lo);
+      if (r_hi < rows)
+        *reinterpret_cast<pair_of<A>*>(base + r_hi * dst.stride + n * 8) =
+            pair_from_float<A>(o[n][2] * inv_hi, o[n][3] * inv_hi);
+    }
+  }
+  // The block's tail rows; their scratch in K's buffer (attend_tail_rows waits for every warp to be
+  // past S before it writes there).
+  static_assert(tail_row_scratch<D> * sizeof(float) <= L::kv, "the tail rows' scratch fits K's buffer");
+  if (w.rows > tile_q)
+    attend_tail_rows<A, D>(reinterpret_cast<float*>(smem + L::k), w.q + tile_q * w.q_stride, w.q_stride, kv,
+                           static_cast<int>(w.keys), dst.out + tile_q * dst.stride, dst.stride, w.rows - tile_q,
+                           scale_log2);
+#else
+  (void)policy;
+  (void)scale_log2;
+  __trap();  // launched only where wgmma_available(): never here
+#endif
+}
+
+template <int D, int Tiles, class Policy>
+void launch_single_pass_tiles(const Policy& policy, dim3 grid, float scale_log2, cudaStream_t stream) {
+  constexpr std::size_t bytes = single_pass_layout<D, Tiles>::bytes;
+  static const bool ready = [] {
+    ITERA_CUDA_CHECK(cudaFuncSetAttribute(single_pass_kernel<D, Tiles, Policy>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    return true;
+  }();
+  (void)ready;
+  itera::kernels::launch(single_pass_kernel<D, Tiles, Policy>, grid, threads, bytes, stream, policy, scale_log2);
+}
+
+// The single-pass kernel for the policy's key count (policy.host_keys(): every block's), false
+// (nothing launched) where it does not take it.
+template <int D, class Policy>
+bool launch_single_pass(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
+  const std::int64_t keys = policy.host_keys();
+  if (keys < 1 || keys > single_pass_keys_max<D>) return false;
+  const float scale_log2 = scale * 1.4426950408889634f;
+  switch (single_pass_tiles<D>(keys)) {
+    case 1: launch_single_pass_tiles<D, 1>(policy, grid, scale_log2, stream); return true;
+    case 2: launch_single_pass_tiles<D, 2>(policy, grid, scale_log2, stream); return true;
+    case 3: launch_single_pass_tiles<D, 3>(policy, grid, scale_log2, stream); return true;
+    case 4: launch_single_pass_tiles<D, 4>(policy, grid, scale_log2, stream); return true;
+    default: return false;
+  }
+}
+
 }  // namespace sm90
 
 // The attention of one launch over `grid` (the policy reads blockIdx) on kernel k: the wgmma
-// kernel where k asks for it (attention_kernel_for(D) gives it only where it runs: head_dim 64 or
-// 128 on sm_90a), the mma.sync kernel otherwise. `scale` multiplies the scores (natural base).
+// kernels where k asks for them (attention_kernel_for gives them only where they run: head_dim 64
+// or 128 on sm_90a; the single pass for non-causal policies at head_dim 64 over at most
+// single_pass_keys_max keys, which such a policy gives the host as host_keys()), the mma.sync
+// kernel otherwise. The single pass asked for where it does not apply runs the streaming wgmma
+// kernel (both size the grid alike: query_tiles). `scale` multiplies the scores (natural base).
 template <int D, class Policy>
 void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream, kernels::attention_kernel k) {
   if constexpr (D == 64 || D == 128) {
-    if (k == attention_kernel::wgmma) return sm90::launch<D>(policy, grid, scale, stream);
+    if constexpr (!Policy::causal && sm90::single_pass_keys_max<D> > 0) {
+      if (k == attention_kernel::wgmma_single_pass && sm90::launch_single_pass<D>(policy, grid, scale, stream)) return;
+    }
+    if (k == attention_kernel::wgmma || k == attention_kernel::wgmma_single_pass)
+      return sm90::launch<D>(policy, grid, scale, stream);
   }
   launch_mma_sync_attention<D>(policy, grid, scale, stream);
 }
@@ -509,12 +865,12 @@ void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t
 }
 
 // Query tiles of a sequence of `rows` rows under a non-causal policy on kernel k: one per 64
-// rows, except that the wgmma kernel's block of the last full tile takes a short last one with it
+// rows, except that the wgmma kernels' block of the last full tile takes a short last one with it
 // (sm90::short_tail); the policy then gives that block all the rows left, 64 + r. Launch with the
 // same k.
 template <int D>
 std::int64_t query_tiles(std::int64_t rows, kernels::attention_kernel k) {
-  const bool folds = (D == 64 || D == 128) && k == attention_kernel::wgmma;
+  const bool folds = (D == 64 || D == 128) && (k == attention_kernel::wgmma || k == attention_kernel::wgmma_single_pass);
   return (rows + tile_q - 1) / tile_q - (folds && sm90::short_tail(rows, sm90::tail_rows_max<D>) > 0 ? 1 : 0);
 }
 
