@@ -548,7 +548,7 @@ struct single_pass_layout {
 // head_dim 64, the ViT policy): 4 tiles spill 60 bytes under the 168 of three blocks (S's 128
 // accumulators and ~50 registers besides), so two (189 used); 3 tiles three (148), 2 and 1 four
 // (113 and 111). No spills.
-constexpr int single_pass_min_blocks(int tiles) { return tiles == 4 ? 2 : tiles == 3 ? 3 : 4; }
+constexpr int single_pass_min_blocks(int tiles) { return tiles == 4 ? 3 : tiles == 3 ? 3 : 4; }
 
 // The scores of the `count` tail keys (rows one after another at kt) for the thread's rows g and
 // g + 8 of the warp's 16 (from the block's row `first` of Q, sq): the quad splits each over
