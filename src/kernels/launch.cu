@@ -77,36 +77,17 @@ bool wgmma_allowed_by_environment() {
   static const bool allowed = env_switch("ITERA_ATTENTION_WGMMA", true);
   return allowed;
 }
-
-bool single_pass_allowed_by_environment() {
-  static const bool allowed = env_switch("ITERA_ATTENTION_SINGLE_PASS", true);
-  return allowed;
-}
 }  // namespace
 
 attention_kernel attention_kernel_for(std::int64_t head_dim) {
   if (head_dim != 64 && head_dim != 128) return attention_kernel::mma_sync;
   const int forced = attention_override.load(std::memory_order_relaxed);
-  const bool allowed = forced >= 0 ? forced != static_cast<int>(attention_kernel::mma_sync) : wgmma_allowed_by_environment();
+  const bool allowed = forced >= 0 ? forced == static_cast<int>(attention_kernel::wgmma) : wgmma_allowed_by_environment();
   return allowed && wgmma_available() ? attention_kernel::wgmma : attention_kernel::mma_sync;
 }
 
-attention_kernel attention_kernel_for(std::int64_t head_dim, std::int64_t keys) {
-  const attention_kernel k = attention_kernel_for(head_dim);
-  if (k != attention_kernel::wgmma || keys < 1 || keys > attention_single_pass_keys_max(head_dim)) return k;
-  const int forced = attention_override.load(std::memory_order_relaxed);
-  const bool allowed = forced >= 0 ? forced == static_cast<int>(attention_kernel::wgmma_single_pass)
-                                   : single_pass_allowed_by_environment();
-  return allowed ? attention_kernel::wgmma_single_pass : attention_kernel::wgmma;
-}
-
 const char* attention_kernel_name(attention_kernel k) {
-  switch (k) {
-    case attention_kernel::wgmma: return "wgmma (sm_90a)";
-    case attention_kernel::wgmma_single_pass: return "wgmma single pass (sm_90a)";
-    case attention_kernel::mma_sync: break;
-  }
-  return "mma.sync";
+  return k == attention_kernel::wgmma ? "wgmma (sm_90a)" : "mma.sync";
 }
 
 void override_attention_kernel(std::optional<attention_kernel> choice) {

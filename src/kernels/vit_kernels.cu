@@ -276,15 +276,12 @@ struct image_policy {
     const std::int64_t image = blockIdx.z, head = blockIdx.y;
     return {out + (image * tokens + q0) * hidden + head * D, hidden};
   }
-
-  // Every block's key count, for the host (the single-pass kernel is instantiated per key tiles).
-  std::int64_t host_keys() const { return tokens; }
 };
 
 template <int D>
 void run_tensor_core_attention(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tokens,
                                std::int64_t heads, float scale, cudaStream_t stream) {
-  const attention_kernel kernel = attention_kernel_for(D, tokens);
+  const attention_kernel kernel = attention_kernel_for(D);
   const dim3 grid(static_cast<unsigned>(flash::query_tiles<D>(tokens, kernel)), static_cast<unsigned>(heads),
                   static_cast<unsigned>(images));
   const image_policy<D> policy{qkv, out, tokens, heads * D};

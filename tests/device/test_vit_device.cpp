@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <numbers>
 #include <span>
@@ -217,15 +216,7 @@ TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
     const auto c = apply_vit_shape(vit_preset(s.preset), s.spec);
     vit_engine_options o;
     o.max_images = 2;
-    // By default head_dim 64 (T = 82 and 65) runs the single-pass wgmma kernel where wgmma runs
-    // (at most 264 keys); the streaming one there too.
-    (void)check(c, 2, o, std::string(s.spec) + ", " + itera::kernels::attention_kernel_name(
-                                                         itera::kernels::attention_kernel_for(c.head_dim(), c.tokens())));
-    if (itera::kernels::attention_kernel_for(c.head_dim(), c.tokens()) ==
-        itera::kernels::attention_kernel::wgmma_single_pass) {
-      const itera::test::attention_kernel_scope streaming(itera::kernels::attention_kernel::wgmma);
-      (void)check(c, 2, o, std::string(s.spec) + ", streaming wgmma");
-    }
+    (void)check(c, 2, o, s.spec);
   }
 }
 
@@ -433,12 +424,10 @@ TEST_F(vit_device_test, attention_against_naive) {
         std::printf("attention head_dim %lld: no tensor-core kernel on this device\n", static_cast<long long>(hd));
         continue;
       }
-      // On tensor cores every kernel that runs here: the streaming wgmma kernel (head_dim 64 and
-      // 128 on an H100/H200), the single-pass one (head_dim 64: 257 keys fit) and mma.sync.
-      for (const auto k : {itera::kernels::attention_kernel::wgmma, itera::kernels::attention_kernel::wgmma_single_pass,
-                           itera::kernels::attention_kernel::mma_sync}) {
+      // On tensor cores both kernels where the wgmma one runs (head_dim 64 and 128 on an H100/H200).
+      for (const auto k : {itera::kernels::attention_kernel::wgmma, itera::kernels::attention_kernel::mma_sync}) {
         const itera::test::attention_kernel_scope choice(k);
-        const auto ran = itera::kernels::attention_kernel_for(hd, tokens);
+        const auto ran = itera::kernels::attention_kernel_for(hd);
         if (tc && ran != k) continue;  // the wgmma kernel does not run here: mma.sync is the other pass
         const auto got = gpu_attention(*dev, qkv, images, tokens, heads, hd, tc);
         const double e = normalised_error(got, want);
@@ -451,28 +440,19 @@ TEST_F(vit_device_test, attention_against_naive) {
   }
 }
 
-// The wgmma kernels' short tails (flash_attention_wgmma.cuh: fold_tail_keys, attend_tail_rows,
-// tail_scores): a last key tile of 1 .. 8 keys at head_dim 64 (1 .. 4 at 128) folded in on CUDA
-// cores, and a last query tile of 1 .. 4 rows at head_dim 64 (1 .. 2 at 128) taken by the block
-// before, against the naive attention and against the mma.sync kernel on the same inputs, on 2
-// images of 3 heads; at head_dim 64 up to 264 keys the single-pass kernel too (every key in
-// shared memory, one softmax pass: single_pass_kernel), against the naive attention and against
-// the streaming wgmma kernel.
-// Lengths: 257 .. 265 (1 .. 9 of each: both sides of every bound; 265 is past the single pass's
-// 264), 65 and 72 (one full tile before the tail), 129 and 193 (their copy in each buffer of the
-// ring; the single pass at N = 128 and 192), 200 (8 after 3 tiles), 64 and 256 (no tail), 250,
-// 100 and 17 (a partial last tile, masked, at N = 256, 128 and 64) and 1, 2, 3, 8 (one partial
-// tile, no tail). Each length with a tail runs twice: on random values as in
-// attention_against_naive, and with the keys of the last partial tile 8 times louder, so that they
-// dominate some rows and move their running max past the rescale threshold (2^8) inside the fold
-// (and set the single pass's row max). Bounds: 6e-3 on the whole output as in
-// attention_against_naive, and 2e-2 on each row (bf16 rounding of P and of the output leaves
-// ~3e-3 on the worst row; a row missing one key of these inputs is off by more, checked here on
-// the lengths with one tail key). Kernel against kernel the same bounds: they differ in P's
-// rounding to bf16 (each p within 2^-9 of its value in both, but the streaming kernel's p are
-// relative to a reference max that lags the row's by up to 2^8, so they round apart), in fp32
-// summation order and in the output's rounding (one bf16 ulp, 2^-8, now and then): ~2e-3 on the
-// whole output and a few 1e-3 on the worst row; a missing key or a wrong row is 1e-1 and up.
+// The wgmma kernel's short tails (flash_attention_wgmma.cuh: fold_tail_keys, attend_tail_rows): a
+// last key tile of 1 .. 8 keys at head_dim 64 (1 .. 4 at 128) folded in on CUDA cores, and a last
+// query tile of 1 .. 4 rows at head_dim 64 (1 .. 2 at 128) taken by the block before, against
+// the naive attention and against the mma.sync kernel on the same inputs, on 2 images of 3 heads.
+// Lengths: 257 .. 265 (1 .. 9 of each: both sides of every bound), 65 and 72 (one full tile
+// before the tail: the tail keys copied with tile 0's), 129 and 193 (their copy in each buffer of
+// the ring), 200 (8 after 3 tiles), 64 and 256 (no tail) and 1, 2, 3, 8 (one partial tile, no
+// tail). Each length with a tail runs twice: on random values as in attention_against_naive, and
+// with the keys of the last partial tile 8 times louder, so that they dominate some rows and move
+// their running max past the rescale threshold (2^8) inside the fold. Bounds: 6e-3 on the whole
+// output as in attention_against_naive, and 2e-2 on each row (bf16 rounding of P and of the
+// output leaves ~3e-3 on the worst row; a row missing one key of these inputs is off by more,
+// checked here on the lengths with one tail key).
 TEST_F(vit_device_test, attention_short_tails_against_naive) {
   using itera::kernels::attention_kernel;
   constexpr std::int64_t images = 2, heads = 3;
@@ -482,8 +462,8 @@ TEST_F(vit_device_test, attention_short_tails_against_naive) {
       std::printf("attention head_dim %lld: no tensor-core kernel on this device\n", static_cast<long long>(hd));
       continue;
     }
-    for (const std::int64_t tokens : {257, 258, 259, 260, 261, 262, 263, 264, 265, 65, 72, 129, 193, 200, 64, 256, 250,
-                                      100, 17, 1, 2, 3, 8}) {
+    for (const std::int64_t tokens : {257, 258, 259, 260, 261, 262, 263, 264, 265, 65, 72, 129, 193, 200, 64, 256, 1, 2,
+                                      3, 8}) {
       const std::int64_t width = 3 * heads * hd, tail_from = tokens / 64 * 64, tail = tokens - tail_from;
       for (const bool loud : {false, true}) {
         if (loud && tail == 0) continue;
@@ -497,13 +477,11 @@ TEST_F(vit_device_test, attention_short_tails_against_naive) {
           const double without = worst_row_error(naive_attention(qkv, images, tokens, heads, hd, tail_from), want, hd);
           EXPECT_GT(without, 5 * row_bound) << tokens << " tokens: the test would not see the tail key dropped";
         }
-        // [0] streaming wgmma, [1] mma.sync, [2] single pass: the outputs of those that ran.
-        std::vector<float> by_kernel[3];
-        for (const auto k : {attention_kernel::wgmma, attention_kernel::mma_sync, attention_kernel::wgmma_single_pass}) {
+        std::vector<float> by_kernel[2];
+        for (const auto k : {attention_kernel::wgmma, attention_kernel::mma_sync}) {
           const itera::test::attention_kernel_scope choice(k);
-          if (itera::kernels::attention_kernel_for(hd, tokens) != k) {
-            std::printf("attention head_dim %lld, %lld tokens: the %s kernel does not run here\n",
-                        static_cast<long long>(hd), static_cast<long long>(tokens),
+          if (itera::kernels::attention_kernel_for(hd) != k) {
+            std::printf("attention head_dim %lld: the %s kernel does not run here\n", static_cast<long long>(hd),
                         itera::kernels::attention_kernel_name(k));
             continue;
           }
@@ -518,66 +496,16 @@ TEST_F(vit_device_test, attention_short_tails_against_naive) {
           };
           EXPECT_LT(e, bound) << what();
           EXPECT_LT(worst, row_bound) << what();
-          by_kernel[k == attention_kernel::wgmma ? 0 : k == attention_kernel::mma_sync ? 1 : 2] = got;
+          by_kernel[k == attention_kernel::wgmma ? 0 : 1] = got;
         }
-        // Where wgmma runs, the single pass must have run at head_dim 64 up to 264 keys.
-        if (hd == 64 && tokens <= 264 && !by_kernel[0].empty())
-          EXPECT_FALSE(by_kernel[2].empty()) << tokens << " tokens: the single pass did not run";
-        const auto compare = [&](int a, int b, const char* what) {
-          if (by_kernel[a].empty() || by_kernel[b].empty()) return;
-          const double e = normalised_error(by_kernel[a], by_kernel[b]);
-          const double worst = worst_row_error(by_kernel[a], by_kernel[b], hd);
-          std::printf("attention head_dim %lld, %lld tokens%s, %s: normalised difference %.2e, worst row %.2e\n",
-                      static_cast<long long>(hd), static_cast<long long>(tokens), loud ? " (loud tail keys)" : "", what,
-                      e, worst);
-          EXPECT_LT(e, bound) << hd << ", " << tokens << " tokens: " << what;
-          EXPECT_LT(worst, row_bound) << hd << ", " << tokens << " tokens: " << what;
-        };
-        compare(0, 1, "wgmma against mma.sync");
-        compare(2, 0, "single pass against streaming wgmma");
+        if (!by_kernel[0].empty() && !by_kernel[1].empty()) {
+          const double e = normalised_error(by_kernel[0], by_kernel[1]), worst = worst_row_error(by_kernel[0], by_kernel[1], hd);
+          EXPECT_LT(e, bound) << hd << ", " << tokens << " tokens: wgmma against mma.sync";
+          EXPECT_LT(worst, row_bound) << hd << ", " << tokens << " tokens: wgmma against mma.sync";
+        }
       }
     }
   }
-}
-
-// Which kernel runs by default and under each override (attention_choice.hpp): the single pass
-// for non-causal attention at head_dim 64 over 1 .. 264 keys where wgmma runs (unless
-// ITERA_ATTENTION_SINGLE_PASS=0 or ITERA_ATTENTION_WGMMA=0), the streaming wgmma kernel for
-// more keys, head_dim 128 and causal (key count unknown) callers; forcing wgmma turns the single
-// pass off, forcing mma.sync turns both off.
-TEST_F(vit_device_test, attention_kernel_selection) {
-  using itera::kernels::attention_kernel;
-  using itera::kernels::attention_kernel_for;
-  if (attention_kernel_for(64) != attention_kernel::wgmma) {
-    const itera::test::attention_kernel_scope allow(attention_kernel::wgmma_single_pass);
-    if (attention_kernel_for(64) != attention_kernel::wgmma) GTEST_SKIP() << "no wgmma kernel on this device";
-    GTEST_SKIP() << "ITERA_ATTENTION_WGMMA=0: the default is mma.sync";
-  }
-  EXPECT_EQ(itera::kernels::attention_single_pass_keys_max(64), 264);
-  EXPECT_EQ(itera::kernels::attention_single_pass_keys_max(128), 0);
-  {
-    const itera::test::attention_kernel_scope allow(attention_kernel::wgmma_single_pass);
-    for (const std::int64_t keys : {1, 17, 64, 65, 200, 256, 257, 264})
-      EXPECT_EQ(attention_kernel_for(64, keys), attention_kernel::wgmma_single_pass) << keys;
-    EXPECT_EQ(attention_kernel_for(64, 265), attention_kernel::wgmma);
-    EXPECT_EQ(attention_kernel_for(64, 1000), attention_kernel::wgmma);
-    EXPECT_EQ(attention_kernel_for(128, 257), attention_kernel::wgmma);
-    EXPECT_EQ(attention_kernel_for(72, 257), attention_kernel::mma_sync);
-    EXPECT_EQ(attention_kernel_for(64), attention_kernel::wgmma) << "causal callers never get the single pass";
-  }
-  {
-    const itera::test::attention_kernel_scope streaming(attention_kernel::wgmma);
-    EXPECT_EQ(attention_kernel_for(64, 257), attention_kernel::wgmma);
-    EXPECT_EQ(attention_kernel_for(64), attention_kernel::wgmma);
-  }
-  {
-    const itera::test::attention_kernel_scope mma(attention_kernel::mma_sync);
-    EXPECT_EQ(attention_kernel_for(64, 257), attention_kernel::mma_sync);
-    EXPECT_EQ(attention_kernel_for(64), attention_kernel::mma_sync);
-  }
-  const char* env = std::getenv("ITERA_ATTENTION_SINGLE_PASS");
-  if (env == nullptr || std::string(env) == "1")
-    EXPECT_EQ(attention_kernel_for(64, 257), attention_kernel::wgmma_single_pass) << "the default at ViT-L/14's 257";
 }
 
 #endif

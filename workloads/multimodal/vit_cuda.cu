@@ -744,7 +744,7 @@ std::string gpu_vit::precision_note() const {
              m->o.attention_tensor_cores && kernels::vit::attention_on_tensor_cores(c.head_dim(), 1, c.heads)
                  ? cat("on tensor cores (",
                        kernels::attention_kernel_name(
-                           kernels::attention_kernel_for(c.head_dim(), c.tokens())),
+                           kernels::attention_kernel_for(c.head_dim())),
                        ", FlashAttention style; scores and softmax fp32, probabilities bf16 for P V)")
                  : std::string("on CUDA cores (fp32 throughout)"),
              "; projector GELU exact (erf) in fp32");
