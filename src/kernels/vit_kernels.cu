@@ -78,14 +78,15 @@ __global__ void __launch_bounds__(block_threads)
   }
   const float inv_width = 1.0f / static_cast<float>(width);
   const float mean = warp_sum(sum) * inv_width;
+  // v becomes v - mean (the same fp32 difference the output needs: one subtraction a value, not two).
   float sq = 0;
 #pragma unroll
   for (int i = 0; i < CH; ++i) {
     if (lane + 32 * i >= chunks) continue;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const float d = v[i][e] - mean;
-      sq += d * d;
+      v[i][e] -= mean;
+      sq += v[i][e] * v[i][e];
     }
   }
   const float rstd = 1.0f / sqrtf(warp_sum(sq) * inv_width + eps);
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(block_threads)
     unpack8(g4[c], gf);
     unpack8(b4[c], bf);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) y[e] = (v[i][e] - mean) * rstd * gf[e] + bf[e];
+    for (int e = 0; e < 8; ++e) y[e] = v[i][e] * rstd * gf[e] + bf[e];
     o4[c] = pack8(y);
   }
 }
