@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <ostream>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -85,7 +87,14 @@ std::string html_escape(std::string_view text) {
   return out;
 }
 
-std::string short_commit(const std::string& commit) { return commit.size() > 12 ? commit.substr(0, 12) : commit; }
+std::string short_commit(const std::string& commit) {
+  // The hash's first 12 characters; a build from a modified tree keeps its "-dirty" (build_info.cmake),
+  // which the cut would otherwise drop from every report of its results.
+  constexpr std::string_view dirty = "-dirty";
+  const bool modified = commit.size() > dirty.size() && commit.ends_with(dirty);
+  const std::string hash = modified ? commit.substr(0, commit.size() - dirty.size()) : commit;
+  return (hash.size() > 12 ? hash.substr(0, 12) : hash) + (modified ? std::string(dirty) : "");
+}
 
 std::string string_at(const ojson& obj, std::initializer_list<const char*> keys) {
   if (!obj.is_object()) return "";

@@ -33,7 +33,7 @@ std::string exact(double v);
 std::string joined(const std::vector<std::string>& items, const char* separator);
 // Escapes & < > " ' for HTML text and attribute values (the HTML report, the desk's pages).
 std::string html_escape(std::string_view text);
-std::string short_commit(const std::string& commit);  // first 12 characters
+std::string short_commit(const std::string& commit);  // first 12 characters, and "-dirty" if it has it
 
 // The first of `keys` in `obj` whose value is a non-empty scalar, as text; "" when none is.
 std::string string_at(const ojson& obj, std::initializer_list<const char*> keys);
