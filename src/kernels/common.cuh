@@ -169,4 +169,18 @@ __device__ __forceinline__ void unpack16_fp8(const uint4& v, float* f) {
   for (int j = 0; j < 4; ++j) unpack4_fp8(words[j], f + 4 * j);
 }
 
+// The special function unit's approximations, subnormal results and inputs flushed to zero: 2^x (at
+// most 2 ulp; one instruction, where exp2f adds range fix-ups) and 1 / x (at most 1 ulp). What the
+// flush does to a result is each caller's to say (flash_attention.cuh: softmax_tile, activation.cuh).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace itera::kernels

@@ -123,12 +123,23 @@ __device__ __forceinline__ void load_q_fragments(const unsigned char* sq, int fi
 // (log2 units): softmax_tile says why.
 constexpr float rescale_threshold = 8.0f;
 
-// 2^x on the special function unit, denormal results flushed to zero (probabilities that small add
-// nothing to a sum that holds at least one 1): one instruction, where exp2f adds range fix-ups.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
+// Probabilities go through common.cuh's exp2_approx: results below 2^-126 flush to zero, and
+// probabilities that small add nothing to a sum that holds at least one 1.
+
+// The lazy move of the running max (softmax_tile says why): when some row of the warp would pass
+// its reference by more than rescale_threshold, both rows' references move to the larger of
+// reference and candidate (scaled scores), and a_lo, a_hi get the factor O and l must be rescaled
+// by; otherwise nothing moves and the factors are 1. Returns whether it moved (warp-uniform).
+template <int DP>
+__device__ __forceinline__ bool move_reference(warp_rows<DP>& st, float cand_lo, float cand_hi, float& a_lo,
+                                               float& a_hi) {
+  const bool moves = __any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold);
+  const float mn_lo = moves ? fmaxf(st.m_lo, cand_lo) : st.m_lo, mn_hi = moves ? fmaxf(st.m_hi, cand_hi) : st.m_hi;
+  a_lo = moves ? exp2_approx(st.m_lo - mn_lo) : 1.0f;
+  a_hi = moves ? exp2_approx(st.m_hi - mn_hi) : 1.0f;
+  st.m_lo = mn_lo;
+  st.m_hi = mn_hi;
+  return moves;
 }
 
 // The online softmax of one tile's scores s (the warp's 16 rows x 64 keys k0 .., mma C fragments:
@@ -172,13 +183,8 @@ __device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_
   // in fp32, bf16 and fp16, and exact after the final division by l), O needs no rescale and the warp
   // skips its O x 1 multiplies (FlashAttention-4's conditional rescaling). Every row's first tile
   // holds key 0, which no row masks, so the reference is finite from then on.
-  const float cand_lo = tmax_lo * scale_log2, cand_hi = tmax_hi * scale_log2;
-  const bool moves = __any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold);
-  const float mn_lo = moves ? fmaxf(st.m_lo, cand_lo) : st.m_lo, mn_hi = moves ? fmaxf(st.m_hi, cand_hi) : st.m_hi;
-  a_lo = moves ? exp2_approx(st.m_lo - mn_lo) : 1.0f;
-  a_hi = moves ? exp2_approx(st.m_hi - mn_hi) : 1.0f;
-  st.m_lo = mn_lo;
-  st.m_hi = mn_hi;
+  const bool moves = move_reference(st, tmax_lo * scale_log2, tmax_hi * scale_log2, a_lo, a_hi);
+  const float mn_lo = st.m_lo, mn_hi = st.m_hi;
   float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
   for (int n = 0; n < tile_k / 8; ++n) {
@@ -317,6 +323,11 @@ __global__ void __launch_bounds__(threads, min_blocks(DP))
   const int g = lane / 4;  // mma fragment row (and row + 8)
   const block_work<A> w = policy.work();
   const int rows = w.rows;
+  // A block's rows past its 64 are the wgmma kernel's tail rows (its query_tiles grid): this kernel
+  // would leave them unwritten, so a grid sized for the other kernel stops here, loudly.
+  if constexpr (!Policy::causal) {
+    if (rows > tile_q) __trap();
+  }
 
   unsigned char* sq = smem + L::q;
   const auto k_buf = [&](int b) { return smem + L::k + b * L::tile; };

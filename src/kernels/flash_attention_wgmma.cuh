@@ -38,6 +38,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "src/kernels/flash_attention.cuh"
 #include "src/kernels/launch.cuh"
@@ -193,12 +195,8 @@ __device__ __forceinline__ void fold_tail_keys(warp_rows<D>& st, const unsigned 
       s_lo += __shfl_xor_sync(0xffffffffu, s_lo, off);
       s_hi += __shfl_xor_sync(0xffffffffu, s_hi, off);
     }
-    const float cand_lo = s_lo * scale_log2, cand_hi = s_hi * scale_log2;
-    if (__any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold)) {
-      const float mn_lo = fmaxf(st.m_lo, cand_lo), mn_hi = fmaxf(st.m_hi, cand_hi);
-      const float a_lo = exp2_approx(st.m_lo - mn_lo), a_hi = exp2_approx(st.m_hi - mn_hi);
-      st.m_lo = mn_lo;
-      st.m_hi = mn_hi;
+    float a_lo, a_hi;
+    if (move_reference(st, s_lo * scale_log2, s_hi * scale_log2, a_lo, a_hi)) {
       st.l_lo *= a_lo;
       st.l_hi *= a_hi;
       scale_rows(st.o, a_lo, a_hi);
@@ -230,9 +228,9 @@ constexpr std::size_t tail_row_scratch = static_cast<std::size_t>(warps) * (2 + 
 // reads them). Per row, warp w takes the keys in steps of 32 (steps w, w + 4, ...); eight lanes
 // (D = 64; sixteen for 128) share a key, each holding one 16-byte chunk of q and of O, so that
 // the loads of K and V are of whole rows and a score is a sum over those lanes. The warp keeps an
-// online softmax in base 2 (its max exact, so p <= 1); then the four warps' maxima, sums and O
-// meet in `scratch` (shared memory of the ring, free once every warp is past its products), and
-// O / l goes out as A.
+// online softmax in base 2 (its max the rounded scaled score, so p <= 1 within a few ulp); then
+// the four warps' maxima, sums and O meet in `scratch` (shared memory of the ring, free once every
+// warp is past its products and fold_tail_keys' reads: the barrier below), and O / l goes out as A.
 template <class A, int D>
 __device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std::int64_t q_stride,
                                                  const kv_rows<A>& kv, int keys, A* out, std::int64_t out_stride,
@@ -498,8 +496,12 @@ void launch(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
 // 128 on sm_90a), the mma.sync kernel otherwise. `scale` multiplies the scores (natural base).
 template <int D, class Policy>
 void launch_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream, kernels::attention_kernel k) {
-  if constexpr (D == 64 || D == 128) {
-    if (k == attention_kernel::wgmma) return sm90::launch<D>(policy, grid, scale, stream);
+  if (k == attention_kernel::wgmma) {
+    // The kernel traps where it does not run: a caller that asks for it there is wrong.
+    if (!(D == 64 || D == 128) || !wgmma_available())
+      throw std::logic_error("flash attention: the wgmma kernel asked for at head_dim " + std::to_string(D) +
+                             " on a device or build without it (attention_kernel_for says which kernel runs)");
+    if constexpr (D == 64 || D == 128) return sm90::launch<D>(policy, grid, scale, stream);
   }
   launch_mma_sync_attention<D>(policy, grid, scale, stream);
 }

@@ -24,8 +24,8 @@
 // of the consumer warps' samples in the epilogue), with the epilogue warps and expf / IEEE
 // division 0.932 ms (the epilogue warps became the bottleneck), with __expf / __fdividef
 // (activation.cuh: activate_fast) 0.523 ms. Then (docs/perf/2026-11-30-vit-tails.md): the
-// epilogue on ex2/rcp.approx.ftz with a lane per chunk of a row 0.483-0.498 ms against 0.573 for
-// cuBLASLt and the pass in the same run (Nsight: tensor pipe 72% of its peak; cuBLASLt's products
+// epilogue on ex2/rcp.approx.ftz with a lane per chunk of a row 0.472-0.495 ms over the session's
+// runs, against 0.573 for cuBLASLt and the pass in the same run (Nsight: tensor pipe 72% of its peak; cuBLASLt's products
 // of the same k reach 80%; the consumers wait for a stage ~11% of their time, and both drain at a
 // tile's end). Tried and slower: k steps of 32 in six stages (39883df: a ring two steps deep at
 // the same shared memory), the consumers staging their rows in turn through a half-size tile with
@@ -66,7 +66,8 @@ constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after t
 constexpr unsigned bias_bytes = tile_n * 2;                   // the tile's bias, after the staging tile
 // + each stage's full and empty barriers, then the staging tile's (full, empty).
 constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8 + 16;
-[[maybe_unused]] constexpr int epilogue_threads = 96;  // warps 1-3 of the producer's warpgroup
+[[maybe_unused]] constexpr int epilogue_warps = 3;  // warps 1-3 of the producer's warpgroup
+[[maybe_unused]] constexpr int epilogue_threads = 32 * epilogue_warps;
 
 
 // Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
@@ -124,11 +125,11 @@ __global__ void __launch_bounds__(threads, 1)
     } else if (tid >= 32) {
       // The epilogue threads: each staged tile's activation (round_sums) and its stores, while the
       // consumers run the next tile's products. A warp takes a row's 32 16-byte chunks (512
-      // contiguous bytes, one per lane), the three warps every third row: the addresses step by a
-      // constant (the index arithmetic of a flat loop over the tile's chunks was a fifth of these
-      // threads' instructions).
+      // contiguous bytes, one per lane), each epilogue warp every epilogue_warps-th row: the
+      // addresses step by a constant (the index arithmetic of a flat loop over the tile's chunks was
+      // a fifth of these threads' instructions).
       constexpr int chunks = tile_n / 8;
-      static_assert(chunks == 32 && epilogue_threads == 3 * 32, "a lane per chunk, three warps over the rows");
+      static_assert(chunks == 32, "a lane per 16-byte chunk of a row");
       const int r0 = warp - 1;
       int i = 0;
       for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
@@ -138,7 +139,8 @@ __global__ void __launch_bounds__(threads, 1)
         const bf16* from = staged + r0 * out_stride + 8 * lane;
         bf16* to = out + static_cast<std::int64_t>(m0 + r0) * n + n0 + 8 * lane;
 #pragma unroll 2
-        for (int r = r0; r < valid; r += 3, from += 3 * out_stride, to += 3 * static_cast<std::int64_t>(n)) {
+        for (int r = r0; r < valid;
+             r += epilogue_warps, from += epilogue_warps * out_stride, to += epilogue_warps * static_cast<std::int64_t>(n)) {
           uint4 v = *reinterpret_cast<const uint4*>(from);
           bf16* e = reinterpret_cast<bf16*>(&v);
 #pragma unroll

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include "itera/analysis/compare.hpp"
-#include "src/report/text_format.hpp"
 
 namespace itera {
 namespace {
@@ -60,18 +59,6 @@ const field_diff& diff(const comparison& c, const std::string& field) {
   auto it = std::find_if(c.diffs.begin(), c.diffs.end(), [&](const field_diff& d) { return d.field == field; });
   if (it == c.diffs.end()) throw std::runtime_error("no diff for " + field);
   return *it;
-}
-
-// The short form of a build's commit in every report: 12 characters of the hash, and the mark of
-// a build from a modified tree kept (a result measured on uncommitted code must not read as the
-// commit's own).
-TEST(ShortCommit, KeepsTheModifiedTreeMark) {
-  EXPECT_EQ(report::short_commit("7de408bc5e06a1b2c3d4"), "7de408bc5e06");
-  EXPECT_EQ(report::short_commit("7de408bc5e06a1b2c3d4-dirty"), "7de408bc5e06-dirty");
-  EXPECT_EQ(report::short_commit("7de408bc5e06-dirty"), "7de408bc5e06-dirty");
-  EXPECT_EQ(report::short_commit("abc"), "abc");
-  EXPECT_EQ(report::short_commit("unknown"), "unknown");
-  EXPECT_EQ(report::short_commit(""), "");
 }
 
 TEST(CompareJudge, OverlappingIntervalsAreTheSame) {
