@@ -556,17 +556,6 @@ struct w_fp8 {
   __device__ static void widen(const uint4& v, float* f) { unpack16_fp8(v, f); }
 };
 
-// One step of weights: U chunks (32 apart) of each of the R rows.
-template <int R, int U>
-__device__ __forceinline__ void load_weights(uint4 (&wv)[U][R], const uint4* const (&wr)[R], int base, int cend) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int c = base + 32 * u;
-#pragma unroll
-    for (int r = 0; r < R; ++r) wv[u][r] = c < cend ? load_stream(wr[r] + c) : make_uint4(0, 0, 0, 0);
-  }
-}
-
 // acc[r][t] += w chunk c of row r . x chunk c of token t, for the R rows of a warp; x of type A.
 template <class A, class W, int R, int T>
 __device__ __forceinline__ void gemv_chunk(const uint4 (&wv)[R], const uint4* __restrict__ xr, int chunks, int c,
@@ -621,14 +610,16 @@ __global__ void __launch_bounds__(gemv_threads) gemv_kernel(const void* __restri
 #pragma unroll
     for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
 
-  // The first step of weights before the wait: written by no kernel before this one, so that with
-  // programmatic launch (launch.cuh) their DRAM reads overlap the previous kernel's end.
-  uint4 wv[U][R];
-  load_weights<R, U>(wv, wr, lane, chunks);
   grid_dependents_launch();
   grid_dependency_wait();
   for (int base = lane; base < chunks; base += 32 * U) {
-    if (base != lane) load_weights<R, U>(wv, wr, base, chunks);
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 32 * u;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = c < chunks ? load_stream(wr[r] + c) : make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 32 * u;
@@ -735,12 +726,16 @@ __global__ void __launch_bounds__(gemv_split_threads, 1)
 #pragma unroll
     for (int t = 0; t < T; ++t) acc[r][t] = 0.0f;
 
-  uint4 wv[U][R];
-  load_weights<R, U>(wv, wr, cbeg + lane, cend);  // before the wait, as gemv_kernel's
   grid_dependents_launch();
   grid_dependency_wait();
   for (int base = cbeg + lane; base < cend; base += 32 * U) {
-    if (base != cbeg + lane) load_weights<R, U>(wv, wr, base, cend);
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 32 * u;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = c < cend ? load_stream(wr[r] + c) : make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 32 * u;
@@ -814,6 +809,16 @@ __device__ __forceinline__ void point_rows(const void* w, int chunks, int out_ro
     wr[r] = static_cast<const uint4*>(w) + static_cast<std::size_t>(min(row0 + r, out_rows - 1)) * chunks;
 }
 
+// One step of weights: U chunks (32 apart) of each of the R rows.
+template <int R, int U>
+__device__ __forceinline__ void load_weights(uint4 (&wv)[U][R], const uint4* const (&wr)[R], int base, int cend) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = base + 32 * u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[u][r] = c < cend ? load_stream(wr[r] + c) : make_uint4(0, 0, 0, 0);
+  }
+}
 
 // acc[r][t] += w chunk c of row r . input chunk c of token t, each token's chunk formed once (by
 // xs.load<E>(t, c, f): E values widened to fp32) for the R rows. Per accumulator the same fmaf
