@@ -133,7 +133,8 @@ constexpr float rescale_threshold = 8.0f;
 template <int DP>
 __device__ __forceinline__ bool move_reference(warp_rows<DP>& st, float cand_lo, float cand_hi, float& a_lo,
                                                float& a_hi) {
-  const bool moves = __any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold);
+  const bool moves =
+      __any_sync(0xffffffffu, cand_lo > st.m_lo + rescale_threshold || cand_hi > st.m_hi + rescale_threshold);
   const float mn_lo = moves ? fmaxf(st.m_lo, cand_lo) : st.m_lo, mn_hi = moves ? fmaxf(st.m_hi, cand_hi) : st.m_hi;
   a_lo = moves ? exp2_approx(st.m_lo - mn_lo) : 1.0f;
   a_hi = moves ? exp2_approx(st.m_hi - mn_hi) : 1.0f;

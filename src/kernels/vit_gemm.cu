@@ -25,9 +25,9 @@
 // division 0.932 ms (the epilogue warps became the bottleneck), with __expf / __fdividef
 // (activation.cuh: activate_fast) 0.523 ms. Then (docs/perf/2026-11-30-vit-tails.md): the
 // epilogue on ex2/rcp.approx.ftz with a lane per chunk of a row 0.472-0.495 ms over the session's
-// runs, against 0.573 for cuBLASLt and the pass in the same run (Nsight: tensor pipe 72% of its peak; cuBLASLt's products
-// of the same k reach 80%; the consumers wait for a stage ~11% of their time, and both drain at a
-// tile's end). Tried and slower: k steps of 32 in six stages (39883df: a ring two steps deep at
+// runs, against 0.573 for cuBLASLt and the pass in the same run (Nsight: tensor pipe 72% of its
+// peak; cuBLASLt's products of the same k reach 80%; the consumers wait for a stage ~11% of their
+// time, and both drain at a tile's end). Tried and slower: k steps of 32 in six stages (39883df: a ring two steps deep at
 // the same shared memory), the consumers staging their rows in turn through a half-size tile with
 // four stages (e3dd52b: 0.565 ms; one warpgroup alone does not keep the tensor cores busy while
 // the other waits for the staging tile), clusters of two sharing w's tile by multicast (110f359:
@@ -138,9 +138,9 @@ __global__ void __launch_bounds__(threads, 1)
         tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
         const bf16* from = staged + r0 * out_stride + 8 * lane;
         bf16* to = out + static_cast<std::int64_t>(m0 + r0) * n + n0 + 8 * lane;
+        const std::int64_t to_step = epilogue_warps * static_cast<std::int64_t>(n);
 #pragma unroll 2
-        for (int r = r0; r < valid;
-             r += epilogue_warps, from += epilogue_warps * out_stride, to += epilogue_warps * static_cast<std::int64_t>(n)) {
+        for (int r = r0; r < valid; r += epilogue_warps, from += epilogue_warps * out_stride, to += to_step) {
           uint4 v = *reinterpret_cast<const uint4*>(from);
           bf16* e = reinterpret_cast<bf16*>(&v);
 #pragma unroll
