@@ -572,12 +572,10 @@ TEST_F(llm_cuda, small_gemm_matches_fp64) {
     const auto bits = [&](std::size_t n, float scale) {
       std::vector<std::uint16_t> v(n);
       for (auto& b : v)
-        b = half ? itera::gemm::numeric::float_to_fp16(scale * u(rng)) : itera::gemm::numeric::float_to_bf16(u(rng));
+        b = to_16bit(compute, half ? scale * u(rng) : u(rng));
       return v;
     };
-    const auto widen = [&](std::uint16_t b) {
-      return half ? itera::gemm::numeric::fp16_to_float(b) : itera::gemm::numeric::bf16_to_float(b);
-    };
+    const auto widen = [&](std::uint16_t b) { return from_16bit(compute, b); };
     for (const std::int64_t out_rows : {std::int64_t{1000}, std::int64_t{1001}})
       for (const std::int64_t tokens : {std::int64_t{1}, std::int64_t{3}, std::int64_t{4}})
         for (const int kind : {0, 1, 2}) {  // 16-bit output, fp32 output, fp32 output adding into a residual

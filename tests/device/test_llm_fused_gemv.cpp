@@ -89,14 +89,9 @@ class random_source {
   std::uint64_t m_state;
 };
 
-// Bits of the compute type (bf16 or fp16).
-std::uint16_t bits_of(dtype compute, float v) {
-  return compute == dtype::fp16 ? itera::gemm::numeric::float_to_fp16(v) : float_to_bf16(v);
-}
-
 std::vector<std::uint16_t> values_16bit(random_source& rng, std::size_t n, float scale, dtype compute) {
   std::vector<std::uint16_t> v(n);
-  for (auto& b : v) b = bits_of(compute, scale * rng.symmetric());
+  for (auto& b : v) b = to_16bit(compute, scale * rng.symmetric());
   return v;
 }
 
@@ -174,7 +169,7 @@ TEST_F(llm_fused_gemv, rms_norm_product_matches_rms_norm_then_gemv) {
       const test_weights w = make_weights(rng, sh.out_rows, sh.in, compute);
       const auto norm_weight = [&] {
         std::vector<std::uint16_t> v(static_cast<std::size_t>(sh.in));
-        for (auto& b : v) b = bits_of(compute, norm_scale * rng.between(0.5f, 1.5f));
+        for (auto& b : v) b = to_16bit(compute, norm_scale * rng.between(0.5f, 1.5f));
         return v;
       }();
       for (std::int64_t tokens = 1; tokens <= sh.max_tokens; ++tokens) {
@@ -197,7 +192,7 @@ TEST_F(llm_fused_gemv, rms_norm_product_matches_rms_norm_then_gemv) {
     // them): tokens 0 and 1 at rows 2 and 5 of 6; fp32 output added to an initial one (beta 1).
     const test_weights w = make_weights(rng, 1001, 4096, compute);
     std::vector<std::uint16_t> norm_weight(4096);
-    for (auto& b : norm_weight) b = bits_of(compute, norm_scale * rng.between(0.5f, 1.5f));
+    for (auto& b : norm_weight) b = to_16bit(compute, norm_scale * rng.between(0.5f, 1.5f));
     std::vector<float> x(6 * 4096), init(2 * 1001);
     for (auto& v : x) v = 3.0f * rng.symmetric();
     for (auto& v : init) v = 8.0f * rng.symmetric();

@@ -322,7 +322,7 @@ struct cuda_engine::impl {
       // One rounding where the stored type is the compute type, else to the stored type first.
       for (std::size_t i = 0; i < values.size(); ++i) {
         const float v = stored == o.compute ? values[i] : round_to_storage(stored, values[i]);
-        const std::uint16_t bits = half ? gemm::numeric::float_to_fp16(v) : gemm::numeric::float_to_bf16(v);
+        const std::uint16_t bits = to_16bit(o.compute, v);
         if (half && (bits & 0x7fff) == 0x7c00 && std::isfinite(v))
           throw usage_error(cat("llm cuda engine: tensor '", spec.name, "' holds ", values[i], ", past fp16's ",
                                 "largest value (65504): run it with compute bf16"));
@@ -1086,11 +1086,6 @@ auto with_compute(dtype compute, const char* who, F&& f) {
   throw usage_error(cat(who, ": compute ", dtype_name(compute), ": choose bf16 or fp16"));
 }
 
-// 16-bit bits of `compute` widened to fp32.
-float widen_bits(dtype compute, std::uint16_t bits) {
-  return compute == dtype::fp16 ? gemm::numeric::fp16_to_float(bits) : gemm::numeric::bf16_to_float(bits);
-}
-
 }  // namespace
 
 std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std::int64_t out_rows, std::int64_t in,
@@ -1125,7 +1120,7 @@ std::vector<float> small_gemm(backend& d, std::span<const std::uint16_t> w, std:
     std::vector<std::uint16_t> bits(out_count);
     ITERA_CUDA_CHECK(cudaMemcpyAsync(bits.data(), dout.data(), dout.bytes(), cudaMemcpyDeviceToHost, s));
     ITERA_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (std::size_t i = 0; i < out_count; ++i) out[i] = widen_bits(compute, bits[i]);
+    for (std::size_t i = 0; i < out_count; ++i) out[i] = from_16bit(compute, bits[i]);
   }
   return out;
 }
@@ -1206,7 +1201,7 @@ struct small_output {
     std::vector<std::uint16_t> bits(count);
     ITERA_CUDA_CHECK(cudaMemcpyAsync(bits.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost, dev.stream()));
     ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
-    for (std::size_t i = 0; i < count; ++i) out[i] = widen_bits(compute, bits[i]);
+    for (std::size_t i = 0; i < count; ++i) out[i] = from_16bit(compute, bits[i]);
     return out;
   }
 };

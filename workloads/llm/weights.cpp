@@ -66,8 +66,8 @@ std::uint64_t tensor_seed(std::uint64_t model_seed, std::string_view tensor_name
 float round_to_storage(dtype storage, float v) {
   switch (storage) {
     case dtype::fp32: return v;
-    case dtype::bf16: return gemm::numeric::bf16_to_float(gemm::numeric::float_to_bf16(v));
-    case dtype::fp16: return gemm::numeric::fp16_to_float(gemm::numeric::float_to_fp16(v));
+    case dtype::bf16:
+    case dtype::fp16: return from_16bit(storage, to_16bit(storage, v));
     case dtype::fp8_e4m3: break;
   }
   throw usage_error("the cpu reference holds weights in fp32, fp16 or bf16; fp8_e4m3 weights need per-channel "

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "workloads/gemm/gemm.hpp"  // random_value, ITERA_HOST_DEVICE
+#include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/model.hpp"
 
 namespace itera::llm {
@@ -60,6 +61,15 @@ ITERA_HOST_DEVICE inline float init_value(init_kind kind, std::uint64_t seed, st
 // (round_tensor below): usage_error.
 float round_to_storage(dtype storage, float v);
 void round_to_storage(dtype storage, std::vector<float>& values);
+
+// v rounded to nearest even in a 16-bit type, as its bits (fp16 past 65504: infinity), and such
+// bits widened back: for `type` fp16, else bf16 (the callers have refused the other types).
+inline std::uint16_t to_16bit(dtype type, float v) {
+  return type == dtype::fp16 ? gemm::numeric::float_to_fp16(v) : gemm::numeric::float_to_bf16(v);
+}
+inline float from_16bit(dtype type, std::uint16_t bits) {
+  return type == dtype::fp16 ? gemm::numeric::fp16_to_float(bits) : gemm::numeric::bf16_to_float(bits);
+}
 
 // fp8 e4m3 weights (model.hpp: weight_bytes): the layer projections hold one fp32 scale per
 // output channel (row), scale = max |row| / 448 (1 for a row of zeros), and each value as the

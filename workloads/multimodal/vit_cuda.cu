@@ -728,11 +728,11 @@ std::string gpu_vit::precision_note() const {
     fc1 = "fc1 with cuBLASLt's GELU (tanh form) + bias epilogue";
   else if (m->fc1_fused && m->o.fc1_bf16_sums)
     fc1 = cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): sums + bias ",
-              "rounded to bf16, then the activation in fp32 (__expf and __fdividef) and a second rounding, as a bf16 ",
+              "rounded to bf16, then the activation in fp32 (ex2 and rcp approximations) and a second rounding, as a bf16 ",
               "Linear and its activation");
   else if (m->fc1_fused)
     fc1 = cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): fp32 sums + ",
-              "bias, the activation in fp32 (__expf and __fdividef), one rounding");
+              "bias, the activation in fp32 (ex2 and rcp approximations), one rounding");
   else if (m->o.fc1_bf16_sums)
     fc1 = cat("fc1's sums + bias rounded to bf16 by cuBLASLt's epilogue, then ", activation_name(c.activation),
               " in fp32 and a second rounding (not the reference's single rounding)");

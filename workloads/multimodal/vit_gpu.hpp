@@ -21,7 +21,7 @@
 //                rounding points for speed: the GEMM adds the bias and rounds to bf16, the
 //                activation kernel rounds again in place (half the bytes of the fp32 path).
 //                fused_fc1 (sm_90a, any activation cuBLASLt's epilogue does not run): the same
-//                rounding points in one kernel, the activation with __expf and __fdividef
+//                rounding points in one kernel, the activation on the ex2 and rcp approximations
 //   projector    the selected tokens gathered (a strided copy when the class token is left out),
 //                fc1 in fp32 + exact-erf GELU kernel, fc2 with the bias in the epilogue
 // Every image of a batch is one block of rows of the same GEMMs (M = images x tokens).
