@@ -57,6 +57,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+// Four 8x8 matrices of 16-bit values to shared memory (sm_90): lane l gives the address of row
+// l % 8 of matrix l / 8 and holds, of each matrix i, the pair in row l / 4, columns 2 (l % 4) and
+// the one after, in r[i] (the layout of an mma accumulator fragment's pair).
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 
 // d += a b: m16n8k16, inputs of A (bf16 or fp16; the fragments' layout is the same), fp32
 // accumulators.

@@ -143,8 +143,9 @@ __device__ __forceinline__ void mma_64x128_rs(float (&d)[16][4], const unsigned 
     ITERA_WGMMA_64X128_RS("bf16");
 }
 
-// d += A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory
-// (descriptors); the GEMM of vit_gemm.cu.
+// d (+)= A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory
+// (descriptors); the GEMM of vit_gemm.cu. accumulate false: d = A B^T (a tile's first step, so
+// that its 128 accumulators need no zeroing).
 #define ITERA_WGMMA_64X256_SS(TYPE) \
   asm volatile( \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" \
@@ -181,10 +182,10 @@ __device__ __forceinline__ void mma_64x128_rs(float (&d)[16][4], const unsigned 
         "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), \
         "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), \
         "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3]) \
-      : "l"(a), "l"(b), "r"(1))
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)))
 
 template <class A>
-__device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a, std::uint64_t b) {
+__device__ __forceinline__ void mma_64x256_ss(float (&d)[32][4], std::uint64_t a, std::uint64_t b, bool accumulate) {
   if constexpr (is_fp16<A>)
     ITERA_WGMMA_64X256_SS("f16");
   else
