@@ -64,7 +64,8 @@ constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
 constexpr unsigned ring_bytes = stages * stage_bytes;         // 144 KiB
 constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
 constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after the ring
-constexpr unsigned columns_bytes = 2 * tile_n * 4;            // the tile's bias and column sums (fp32), after it
+// After the staging tile: the tile's bias and column sums (fp32), then its rows' statistics (float2).
+constexpr unsigned columns_bytes = 2 * tile_n * 4 + tile_m * 8;
 // + each stage's full and empty barriers, then the staging tile's (full, empty).
 constexpr unsigned shared_bytes = ring_bytes + out_bytes + columns_bytes + 2 * stages * 8 + 16;
 [[maybe_unused]] constexpr int epilogue_warps = 3;  // warps 1-3 of the producer's warpgroup
@@ -95,7 +96,8 @@ __global__ void __launch_bounds__(threads, 1)
   const unsigned full = ring + ring_bytes + out_bytes + columns_bytes, empty = full + stages * 8;  // barrier s at + 8 s
   auto* staged = reinterpret_cast<bf16*>(smem + ring_bytes);
   auto* bias_tile = reinterpret_cast<float*>(smem + ring_bytes + out_bytes);
-  float* const sum_tile = bias_tile + tile_n;  // folded only
+  float* const sum_tile = bias_tile + tile_n;                              // folded only
+  auto* const stats_tile = reinterpret_cast<float2*>(sum_tile + tile_n);  // folded only
 
   const unsigned staged_full = empty + stages * 8, staged_empty = staged_full + 8;
   if (tid == 0) {
@@ -175,16 +177,15 @@ __global__ void __launch_bounds__(threads, 1)
   float d[32][4] = {};  // defined once; each tile's first product overwrites them (accumulate false)
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
     const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
-    // The tile's column operands into shared memory now and (folded) the statistics of the
-    // thread's two rows into registers, read after the main loop: loads whose latency the main
-    // loop hides (32 dependent loads per thread after it were a large part of the epilogue's time).
-    // Rows past the last one read the last one's (their sums are not stored).
-    float2 stats_lo{}, stats_hi{};
+    // The tile's column operands (and, folded, its rows' statistics) into shared memory now, read
+    // after the main loop: loads whose latency the main loop hides (32 dependent loads per thread
+    // after it were a large part of the epilogue's time; the statistics held in registers across
+    // the loop were loaded only after it, at 168 registers: fc1 +21 us a layer). Rows past the
+    // last one take the last one's (their sums are not stored).
     if constexpr (folded) {
       bias_tile[tid - 128] = ep.fold.col_bias[n0 + tid - 128];
       sum_tile[tid - 128] = ep.fold.col_sum[n0 + tid - 128];
-      stats_lo = ep.fold.row_stats[min(m0 + r_lo, rows - 1)];
-      stats_hi = ep.fold.row_stats[min(m0 + r_lo + 8, rows - 1)];
+      if (tid - 128 < tile_m) stats_tile[tid - 128] = ep.fold.row_stats[min(m0 + tid - 128, rows - 1)];
     } else {
       bias_tile[tid - 128] = __bfloat162float(ep.bias[n0 + tid - 128]);
     }
@@ -220,6 +221,8 @@ __global__ void __launch_bounds__(threads, 1)
         if constexpr (round_sums) return v;
         else return activate_fast(A, v);
       };
+      float2 stats_lo{}, stats_hi{};
+      if constexpr (folded) stats_lo = stats_tile[r_lo], stats_hi = stats_tile[r_lo + 8];
       const auto pair = [&](int j, int e) {  // columns 8j + t2 and the next, of row r_lo (e 0) or r_lo + 8 (e 2)
         const float2 stats = e == 0 ? stats_lo : stats_hi;
         const int col = 8 * j + t2;
