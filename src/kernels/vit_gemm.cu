@@ -32,6 +32,10 @@
 // four stages (e3dd52b: 0.565 ms; one warpgroup alone does not keep the tensor cores busy while
 // the other waits for the staging tile), clusters of two sharing w's tile by multicast (110f359:
 // 0.590 ms; each buffer waits for both blocks' consumers, so the pair runs at its slower one's pace).
+// Then (docs/perf/2026-11-30-vit-fold.md) the consumers' part between tiles trimmed (the first
+// product overwrites the accumulators, stmatrix stores, the bias converted before the main loop):
+// 0.475 -> 0.449 ms. Tried and not kept: ViT's norm2 folded into this product (cefcf6b; it saves
+// norm2 what its two FMAs a value cost here, where both consumers stall the tensor cores).
 #include "src/kernels/vit_gemm.cuh"
 
 #include <cuda.h>
@@ -64,10 +68,9 @@ constexpr unsigned stage_bytes = x_bytes + w_bytes;           // 48 KiB
 constexpr unsigned ring_bytes = stages * stage_bytes;         // 144 KiB
 constexpr int out_stride = tile_n + 8;                        // bf16 [128][264]: rows 4 banks apart
 constexpr unsigned out_bytes = tile_m * out_stride * 2;       // 66 KiB, after the ring
-// After the staging tile: the tile's bias and column sums (fp32), then its rows' statistics (float2).
-constexpr unsigned columns_bytes = 2 * tile_n * 4 + tile_m * 8;
+constexpr unsigned bias_bytes = tile_n * 4;                   // the tile's bias (fp32), after the staging tile
 // + each stage's full and empty barriers, then the staging tile's (full, empty).
-constexpr unsigned shared_bytes = ring_bytes + out_bytes + columns_bytes + 2 * stages * 8 + 16;
+constexpr unsigned shared_bytes = ring_bytes + out_bytes + bias_bytes + 2 * stages * 8 + 16;
 [[maybe_unused]] constexpr int epilogue_warps = 3;  // warps 1-3 of the producer's warpgroup
 [[maybe_unused]] constexpr int epilogue_threads = 32 * epilogue_warps;
 
@@ -75,29 +78,19 @@ constexpr unsigned shared_bytes = ring_bytes + out_bytes + columns_bytes + 2 * s
 // Consumers only (256 threads): named barrier 1, so that the producer runs on meanwhile.
 [[maybe_unused]] __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
-// What the consumers add to a tile's sums: the bias (bf16), or with a folded LayerNorm
-// (norm_fold in vit_gemm.cuh) the fp32 bias and column sums of the folded weight and the rows'
-// statistics.
-struct epilogue_operands {
-  const bf16* bias = nullptr;
-  norm_fold fold{};
-};
-
-template <activation A, bool round_sums, bool folded>
+template <activation A, bool round_sums>
 __global__ void __launch_bounds__(threads, 1)
     gemm_bias_activation_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
-                                const epilogue_operands ep, bf16* __restrict__ out, int rows, int n, int ksteps,
+                                const bf16* __restrict__ bias, bf16* __restrict__ out, int rows, int n, int ksteps,
                                 int tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int n_tiles = n / tile_n;
   const unsigned ring = smem_addr(smem);
-  const unsigned full = ring + ring_bytes + out_bytes + columns_bytes, empty = full + stages * 8;  // barrier s at + 8 s
+  const unsigned full = ring + ring_bytes + out_bytes + bias_bytes, empty = full + stages * 8;  // barrier s at + 8 s
   auto* staged = reinterpret_cast<bf16*>(smem + ring_bytes);
   auto* bias_tile = reinterpret_cast<float*>(smem + ring_bytes + out_bytes);
-  float* const sum_tile = bias_tile + tile_n;                              // folded only
-  auto* const stats_tile = reinterpret_cast<float2*>(sum_tile + tile_n);  // folded only
 
   const unsigned staged_full = empty + stages * 8, staged_empty = staged_full + 8;
   if (tid == 0) {
@@ -166,9 +159,9 @@ __global__ void __launch_bounds__(threads, 1)
   }
   const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each tile
   const bool leader = tid % 128 == 0;
-  // D fragment (wgmma.cuh): warp `warp` holds rows 16 warp + g8 (+ 8) of its 64, columns 8j + 2t
-  // (+ 1).
-  const int g8 = lane / 4, t2 = 2 * (lane % 4), r_lo = c * 64 + warp * 16 + g8;
+  // D fragment (wgmma.cuh): warp `warp` holds rows 16 warp + lane / 4 (+ 8) of its 64, columns
+  // 8j + t2 (+ 1).
+  const int t2 = 2 * (lane % 4);
   // stmatrix_x4 of columns 8j .. 8j + 15 (two 8x8 matrices each of rows 0-7 and 8-15 of the warp's
   // 16): lane l gives the row l % 16 of the warp's, columns 8 (l / 16) on.
   const unsigned stage_at =
@@ -176,19 +169,11 @@ __global__ void __launch_bounds__(threads, 1)
   int g = 0, i = 0;
   float d[32][4] = {};  // defined once; each tile's first product overwrites them (accumulate false)
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
-    const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
-    // The tile's column operands (and, folded, its rows' statistics) into shared memory now, read
-    // after the main loop: loads whose latency the main loop hides (32 dependent loads per thread
-    // after it were a large part of the epilogue's time; the statistics held in registers across
-    // the loop were loaded only after it, at 168 registers: fc1 +21 us a layer). Rows past the
-    // last one take the last one's (their sums are not stored).
-    if constexpr (folded) {
-      bias_tile[tid - 128] = ep.fold.col_bias[n0 + tid - 128];
-      sum_tile[tid - 128] = ep.fold.col_sum[n0 + tid - 128];
-      if (tid - 128 < tile_m) stats_tile[tid - 128] = ep.fold.row_stats[min(m0 + tid - 128, rows - 1)];
-    } else {
-      bias_tile[tid - 128] = __bfloat162float(ep.bias[n0 + tid - 128]);
-    }
+    const int n0 = (t % n_tiles) * tile_n;
+    // The tile's bias into shared memory now (in fp32: no conversion after the main loop), read
+    // after the main loop: one load per thread whose latency the main loop hides (32 dependent
+    // loads per thread after it were a large part of the epilogue's time).
+    bias_tile[tid - 128] = __bfloat162float(bias[n0 + tid - 128]);
     for (int j = 0; j < ksteps; ++j, ++g) {
       const int s = g % stages;
       tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
@@ -209,24 +194,21 @@ __global__ void __launch_bounds__(threads, 1)
     if (leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));  // the tile's last buffer
 
     // Sums + bias into the staging tile: bf16(sum + bias) with round_sums (the epilogue threads
-    // apply the activation), else the activation here and one rounding; folded, the sum is
-    // rstd (x w'^T) - rstd mean colsum(w') + bias' (norm_fold). Four 8x8 matrices a stmatrix.
-    consumers_sync();  // the column operands are written
+    // apply the activation), else the activation here and one rounding; four 8x8 matrices a
+    // stmatrix. Both consumers are here at once and the tensor cores wait for them: every
+    // instruction of this part costs fc1 ~0.1 us a ViT-L/14 layer at batch 128 (zeroing the
+    // accumulators, a store per pair and the bias's conversion taken out: 475 -> 449 us).
+    consumers_sync();  // the bias tile is written
     if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
     {
-      const auto value = [&](float sum, int col, float2 stats) {
-        float v;
-        if constexpr (folded) v = fmaf(stats.x, sum, fmaf(stats.y, sum_tile[col], bias_tile[col]));
-        else v = sum + bias_tile[col];
+      const auto value = [&](float sum, int col) {
+        const float v = sum + bias_tile[col];
         if constexpr (round_sums) return v;
         else return activate_fast(A, v);
       };
-      float2 stats_lo{}, stats_hi{};
-      if constexpr (folded) stats_lo = stats_tile[r_lo], stats_hi = stats_tile[r_lo + 8];
-      const auto pair = [&](int j, int e) {  // columns 8j + t2 and the next, of row r_lo (e 0) or r_lo + 8 (e 2)
-        const float2 stats = e == 0 ? stats_lo : stats_hi;
+      const auto pair = [&](int j, int e) {  // columns 8j + t2 and the next, of the thread's first row (e 0) or second (e 2)
         const int col = 8 * j + t2;
-        return pack2<bf16>(value(d[j][e], col, stats), value(d[j][e + 1], col + 1, stats));
+        return pack2<bf16>(value(d[j][e], col), value(d[j][e + 1], col + 1));
       };
 #pragma unroll
       for (int j = 0; j < 32; j += 2) {
@@ -234,11 +216,11 @@ __global__ void __launch_bounds__(threads, 1)
         stmatrix_x4(stage_at + static_cast<unsigned>(j) * 16, m);
       }
     }
-    consumers_sync();  // the tile is staged, and every consumer is done with the column operands
+    consumers_sync();  // the tile is staged, and every consumer is done with the bias
     if (tid == 128) tma::barrier_arrive(staged_full);
   }
 #else
-  (void)x_map, (void)w_map, (void)ep, (void)out, (void)rows, (void)n, (void)ksteps, (void)tiles;
+  (void)x_map, (void)w_map, (void)bias, (void)out, (void)rows, (void)n, (void)ksteps, (void)tiles;
   __trap();  // launched only where wgmma_available()
 #endif
 }
@@ -273,10 +255,10 @@ CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsign
   return map;
 }
 
-template <activation A, bool R, bool F>
-void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
-                 const epilogue_operands& ep, bf16* out, cudaStream_t stream, int max_blocks) {
-  constexpr auto kernel = gemm_bias_activation_kernel<A, R, F>;
+template <activation A, bool R>
+void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
+                 bf16* out, cudaStream_t stream, int max_blocks) {
+  constexpr auto kernel = gemm_bias_activation_kernel<A, R>;
   static const bool ready = [] {
     ITERA_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
@@ -287,25 +269,8 @@ void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n
   const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));
-  itera::kernels::launch(kernel, grid, threads, shared_bytes, stream, x_map, w_map, ep, out, static_cast<int>(rows),
+  itera::kernels::launch(kernel, grid, threads, shared_bytes, stream, x_map, w_map, bias, out, static_cast<int>(rows),
                          static_cast<int>(n), static_cast<int>(k / tile_k), static_cast<int>(tiles));
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-template <bool F>
-void run(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const epilogue_operands& ep,
-         activation act, bool round_sums, bf16* out, cudaStream_t stream, int max_blocks) {
-  const auto go = [&]<activation A>() {
-    if (round_sums) launch_gemm<A, true, F>(x, rows, w, n, k, ep, out, stream, max_blocks);
-    else launch_gemm<A, false, F>(x, rows, w, n, k, ep, out, stream, max_blocks);
-  };
-  switch (act) {
-    case activation::quick_gelu: go.template operator()<activation::quick_gelu>(); break;
-    case activation::gelu: go.template operator()<activation::gelu>(); break;
-    case activation::gelu_tanh: go.template operator()<activation::gelu_tanh>(); break;
-  }
-  ITERA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -318,19 +283,19 @@ bool gemm_bias_activation_supported(std::int64_t rows, std::int64_t n, std::int6
 void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
                           const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream,
                           int max_blocks) {
-  if (!aligned16(x) || !aligned16(w) || !aligned16(bias) || !aligned16(out))
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (!aligned(x) || !aligned(w) || !aligned(bias) || !aligned(out))
     throw std::invalid_argument("vit gemm_bias_activation: x, w, bias and out must be 16-byte aligned");
-  run<false>(x, rows, w, n, k, epilogue_operands{bias, {}}, act, round_sums, out, stream, max_blocks);
-}
-
-void gemm_norm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
-                               const norm_fold& fold, activation act, bool round_sums, bf16* out, cudaStream_t stream,
-                               int max_blocks) {
-  if (!aligned16(x) || !aligned16(w) || !aligned16(fold.row_stats) || !aligned16(fold.col_sum) ||
-      !aligned16(fold.col_bias) || !aligned16(out))
-    throw std::invalid_argument(
-        "vit gemm_norm_bias_activation: x, w, the fold's vectors and out must be 16-byte aligned");
-  run<true>(x, rows, w, n, k, epilogue_operands{nullptr, fold}, act, round_sums, out, stream, max_blocks);
+  const auto run = [&]<activation A>() {
+    if (round_sums) launch_gemm<A, true>(x, rows, w, n, k, bias, out, stream, max_blocks);
+    else launch_gemm<A, false>(x, rows, w, n, k, bias, out, stream, max_blocks);
+  };
+  switch (act) {
+    case activation::quick_gelu: run.template operator()<activation::quick_gelu>(); break;
+    case activation::gelu: run.template operator()<activation::gelu>(); break;
+    case activation::gelu_tanh: run.template operator()<activation::gelu_tanh>(); break;
+  }
+  ITERA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace itera::kernels::vit

@@ -27,26 +27,4 @@ void gemm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::
                           const bf16* bias, activation act, bool round_sums, bf16* out, cudaStream_t stream,
                           int max_blocks = 0);
 
-// A LayerNorm folded into the product that reads its output (the encoder's norm2 into fc1):
-//   LN(x) W^T + b = rstd (x W'^T) - rstd mean colsum(W') + b'
-// with W'[c][i] = bf16(gamma[i] W[c][i]), colsum(W')[c] = sum_i W'[c][i] (of the rounded W', so
-// that rstd (x - mean) W'^T is what is computed: the subtraction happens on fp32 sums) and
-// b'[c] = b[c] + sum_i beta[i] W[c][i]. The product reads the residual stream x itself; the
-// LayerNorm becomes a pass that only reads x for its rows' statistics (layer_norm_statistics in
-// vit_kernels.cuh), and its bf16 output (67 MB written and read again per ViT-L/14 layer at batch
-// 128) is never stored. Rounding: the reference rounds LN(x) to bf16 and multiplies by W; here x
-// (already bf16) meets W' rounded once; both are one bf16 rounding of the same operand product.
-struct norm_fold {
-  const float2* row_stats = nullptr;  // per row of x: (rstd, -mean * rstd)
-  const float* col_sum = nullptr;     // [n]: colsum(W')
-  const float* col_bias = nullptr;    // [n]: b'
-};
-
-// out[r][c] = bf16(act(rstd_r sum_i x[r][i] w[c][i] - mean_r rstd_r col_sum[c] + col_bias[c])),
-// w the folded weight W'; otherwise as gemm_bias_activation (the same kernel, its epilogue adding
-// the fold's terms in fp32).
-void gemm_norm_bias_activation(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k,
-                               const norm_fold& fold, activation act, bool round_sums, bf16* out, cudaStream_t stream,
-                               int max_blocks = 0);
-
 }  // namespace itera::kernels::vit

@@ -50,12 +50,19 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
 
 constexpr int ln_rows_per_block = block_threads / 32;
 
-// A row's statistics, one warp per row: lane l holds chunks l, l + 32, ... (CH of them, eight
-// values each) of the row at `in` in v, less the mean (the same fp32 difference the output needs:
-// one subtraction a value, not two; chunks past the row hold 0). Returns (mean, rstd).
+// One warp per row; lane l holds chunks l, l + 32, ... (CH of them, eight values each).
 template <int CH>
-__device__ __forceinline__ float2 row_moments(const uint4* in, int chunks, int width, float eps, int lane,
-                                              float (&v)[CH][8]) {
+__global__ void __launch_bounds__(block_threads)
+    layer_norm_warp_kernel(const bf16* x, const bf16* gamma, const bf16* beta, bf16* out, std::int64_t rows,
+                           int width, float eps) {
+  grid_dependents_launch();
+  grid_dependency_wait();
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * ln_rows_per_block + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int chunks = width / 8;
+  const auto* in = reinterpret_cast<const uint4*>(x + row * width);
+  float v[CH][8];
   float sum = 0;
 #pragma unroll
   for (int i = 0; i < CH; ++i) {
@@ -71,6 +78,7 @@ __device__ __forceinline__ float2 row_moments(const uint4* in, int chunks, int w
   }
   const float inv_width = 1.0f / static_cast<float>(width);
   const float mean = warp_sum(sum) * inv_width;
+  // v becomes v - mean (the same fp32 difference the output needs: one subtraction a value, not two).
   float sq = 0;
 #pragma unroll
   for (int i = 0; i < CH; ++i) {
@@ -81,22 +89,7 @@ __device__ __forceinline__ float2 row_moments(const uint4* in, int chunks, int w
       sq += v[i][e] * v[i][e];
     }
   }
-  return make_float2(mean, 1.0f / sqrtf(warp_sum(sq) * inv_width + eps));
-}
-
-// One warp per row (row_moments), then the row's output.
-template <int CH>
-__global__ void __launch_bounds__(block_threads)
-    layer_norm_warp_kernel(const bf16* x, const bf16* gamma, const bf16* beta, bf16* out, std::int64_t rows,
-                           int width, float eps) {
-  grid_dependents_launch();
-  grid_dependency_wait();
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * ln_rows_per_block + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int chunks = width / 8;
-  float v[CH][8];
-  const float rstd = row_moments<CH>(reinterpret_cast<const uint4*>(x + row * width), chunks, width, eps, lane, v).y;
+  const float rstd = 1.0f / sqrtf(warp_sum(sq) * inv_width + eps);
   const auto* g4 = reinterpret_cast<const uint4*>(gamma);
   const auto* b4 = reinterpret_cast<const uint4*>(beta);
   auto* o4 = reinterpret_cast<uint4*>(out + row * width);
@@ -111,20 +104,6 @@ __global__ void __launch_bounds__(block_threads)
     for (int e = 0; e < 8; ++e) y[e] = v[i][e] * rstd * gf[e] + bf[e];
     o4[c] = pack8(y);
   }
-}
-
-// Only the statistics (norm_fold's row_stats): (rstd, -mean * rstd) per row.
-template <int CH>
-__global__ void __launch_bounds__(block_threads)
-    layer_norm_statistics_kernel(const bf16* x, float2* stats, std::int64_t rows, int width, float eps) {
-  grid_dependents_launch();
-  grid_dependency_wait();
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * ln_rows_per_block + threadIdx.x / 32;
-  if (row >= rows) return;
-  float v[CH][8];
-  const float2 m = row_moments<CH>(reinterpret_cast<const uint4*>(x + row * width), width / 8, width, eps, lane, v);
-  if (lane == 0) stats[row] = make_float2(m.y, -m.x * m.y);
 }
 
 // One block per row, any width: statistics over the row read from memory, then the output.
@@ -386,29 +365,6 @@ void layer_norm(const bf16* x, const bf16* gamma, const bf16* beta, bf16* out, s
   if (rows > 0x7fffffff) throw std::invalid_argument(cat("vit layer_norm: ", rows, " rows exceed one grid"));
   launch(layer_norm_block_kernel, static_cast<unsigned>(rows), block_threads, 0, stream, x, gamma, beta, out, width,
          eps);
-}
-
-void layer_norm_statistics(const bf16* x, std::int64_t rows, std::int64_t width, float eps, float2* stats,
-                           cudaStream_t stream) {
-  const std::int64_t chunks = width / 8;
-  if (rows < 1 || width < 8 || width % 8 != 0 || chunks > 8 * 32 || !aligned16(x) || !aligned16(stats))
-    throw std::invalid_argument(cat("vit layer_norm_statistics: ", rows, " rows of ", width,
-                                    " (a width of 8 .. 2048 in steps of 8, x and stats 16-byte aligned)"));
-  const auto blocks = static_cast<unsigned>((rows + ln_rows_per_block - 1) / ln_rows_per_block);
-  const auto go = [&]<int CH>() {
-    launch(layer_norm_statistics_kernel<CH>, blocks, block_threads, 0, stream, x, stats, rows, static_cast<int>(width),
-           eps);
-  };
-  switch ((chunks + 31) / 32) {
-    case 1: go.template operator()<1>(); break;
-    case 2: go.template operator()<2>(); break;
-    case 3: go.template operator()<3>(); break;
-    case 4: go.template operator()<4>(); break;
-    case 5: go.template operator()<5>(); break;
-    case 6: go.template operator()<6>(); break;
-    case 7: go.template operator()<7>(); break;
-    default: go.template operator()<8>(); break;
-  }
 }
 
 void bias_activation(const float* in, const bf16* bias, bf16* out, std::int64_t rows, std::int64_t width,

@@ -19,11 +19,6 @@ using bf16 = __nv_bfloat16;
 // block per row.
 void layer_norm(const bf16* x, const bf16* gamma, const bf16* beta, bf16* out, std::int64_t rows, std::int64_t width,
                 float eps, cudaStream_t stream);
-// Only a LayerNorm's row statistics: stats[r] = (rstd, -mean * rstd) (vit_gemm.cuh norm_fold), in
-// fp32 as layer_norm computes them. Widths of 8 .. 2048 in steps of 8 (std::invalid_argument
-// otherwise).
-void layer_norm_statistics(const bf16* x, std::int64_t rows, std::int64_t width, float eps, float2* stats,
-                           cudaStream_t stream);
 
 // The activations of vit_model.hpp: x sigmoid(1.702 x); 0.5 x (1 + erf(x / sqrt 2)); and the tanh
 // approximation 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).

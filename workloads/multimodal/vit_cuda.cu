@@ -99,7 +99,6 @@ struct gemm_plan {
 // Offsets of one layer's tensors in the arena.
 struct layer_offsets {
   std::uint64_t wqkv = 0, bqkv = 0, wo = 0, bo = 0, n1w = 0, n1b = 0, n2w = 0, n2b = 0, w1 = 0, b1 = 0, w2 = 0, b2 = 0;
-  std::uint64_t fold_sum = 0, fold_bias = 0;  // norm2 folded into fc1: fp32 [M] each (w1 holds W')
 };
 
 // A recorder scope when there is a recorder, nothing otherwise.
@@ -143,7 +142,6 @@ struct gpu_vit::impl {
   std::int64_t T = 0, D = 0, M = 0, Np = 0, K = 0, H = 0, Tp = 0;
   bool fc1_epilogue = false;  // gelu_tanh in cuBLASLt's epilogue
   bool fc1_fused = false;     // fc1 + bias + activation in k::gemm_bias_activation
-  bool norm2_folded = false;  // ... with norm2 folded into it (k::gemm_norm_bias_activation)
   float attention_scale = 0;
 
   // Stages, for the recorder: vit_stages() and, per stage, its two paths.
@@ -157,7 +155,7 @@ struct gpu_vit::impl {
                 off_post_w = 0, off_post_b = 0, off_p1w = 0, off_p1b = 0, off_p2w = 0, off_p2b = 0;
   std::vector<layer_offsets> layer_off;
   device_buffer weights;
-  device_buffer in, x, h, qkv, attn, sums, f, selected, g, tokens, stats;
+  device_buffer in, x, h, qkv, attn, sums, f, selected, g, tokens;
   std::int64_t features_images = 0, tokens_images = 0;  // images of the last encode and project
 
   std::map<std::pair<std::int64_t, gemm_id>, gemm_plan> plans;
@@ -187,8 +185,6 @@ struct gpu_vit::impl {
     dev.make_current();
     fc1_fused = !fc1_epilogue && o.fused_fc1 && kernels::env_switch("ITERA_VIT_FUSED_FC1", true) &&
                 k::gemm_bias_activation_supported(o.max_images * T, M, D);
-    norm2_folded = fc1_fused && o.fold_norm2 && kernels::env_switch("ITERA_VIT_FOLD_NORM2", true) && D % 8 == 0 &&
-                   D <= 2048;
     attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())));
     index_stages();
     plan_arena();
@@ -220,12 +216,12 @@ struct gpu_vit::impl {
       if (b->bytes()) ITERA_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), dev.stream()));
   }
 
-  std::array<device_buffer*, 11> activation_buffers() {
-    return {&in, &x, &h, &qkv, &attn, &f, &sums, &selected, &g, &tokens, &stats};
+  std::array<device_buffer*, 10> activation_buffers() {
+    return {&in, &x, &h, &qkv, &attn, &f, &sums, &selected, &g, &tokens};
   }
 
   // The bytes of each of activation_buffers(), for o.max_images images (0: not needed).
-  std::array<std::uint64_t, 11> activation_sizes() const {
+  std::array<std::uint64_t, 10> activation_sizes() const {
     const std::uint64_t n = static_cast<std::uint64_t>(o.max_images), rows = n * static_cast<std::uint64_t>(T);
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
     // fp32 sums of the patch GEMM, fc1 (unless fused: its kernel writes f; in bf16 only a timed
@@ -241,8 +237,7 @@ struct gpu_vit::impl {
             sum_bytes,
             c.projector_first_token() != 0 ? n * u(Tp * D) * 2 : 0,
             n * u(Tp * H) * 2,
-            n * u(Tp * H) * 2,
-            norm2_folded ? rows * 8 : 0};  // norm2's row statistics, float2
+            n * u(Tp * H) * 2};
   }
 
   ~impl() {
@@ -252,18 +247,6 @@ struct gpu_vit::impl {
 
   void index_stages() {
     stages = vit_stages(c, dtype::bf16, dtype::bf16);
-    if (norm2_folded)  // what the stages then really do (the model's stages store h and read it back)
-      for (vit_stage& s : stages) {
-        const auto t = static_cast<double>(T);
-        if (s.kind == vit_stage_kind::norm2) {  // reads x, writes 8 bytes a row, no weights
-          s.bytes_written = t * 8;
-          s.weight_bytes = 0;
-          s.other_flops = 3.0 * t * static_cast<double>(D);
-        } else if (s.kind == vit_stage_kind::fc1) {  // the fold's two FMAs a value; fp32 b' and column sums
-          s.other_flops += 2.0 * t * static_cast<double>(M);
-          s.weight_bytes += 6.0 * static_cast<double>(M);
-        }
-      }
     idx_layer.assign(static_cast<std::size_t>(c.layers), {-1, -1, -1, -1, -1, -1, -1});
     for (std::size_t i = 0; i < stages.size(); ++i) {
       const vit_stage& s = stages[i];
@@ -316,10 +299,6 @@ struct gpu_vit::impl {
       l.b1 = reserve(elems(M));
       l.w2 = reserve(elems(D * M));
       l.b2 = reserve(elems(D));
-      if (norm2_folded) {
-        l.fold_sum = reserve(static_cast<std::uint64_t>(M) * 4);
-        l.fold_bias = reserve(static_cast<std::uint64_t>(M) * 4);
-      }
     }
     if (c.post_norm()) {
       off_post_w = reserve(elems(D));
@@ -361,8 +340,7 @@ struct gpu_vit::impl {
       put(lo.n1b, lw.norm1_bias);
       put(lo.n2w, lw.norm2_weight);
       put(lo.n2b, lw.norm2_bias);
-      if (norm2_folded) put_folded_fc1(staging, lo, lw);
-      else put(lo.w1, lw.fc1_weight);
+      put(lo.w1, lw.fc1_weight);
       put(lo.b1, lw.fc1_bias);
       put(lo.w2, lw.fc2_weight);
       put(lo.b2, lw.fc2_bias);
@@ -377,15 +355,6 @@ struct gpu_vit::impl {
     put(off_p2b, w.projector_fc2_bias);
     ITERA_CUDA_CHECK(cudaMemcpyAsync(weights.data(), staging.data(), arena_bytes, cudaMemcpyHostToDevice, dev.stream()));
     ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));  // staging goes out of scope
-  }
-
-  // norm2 folded into fc1 (vit_weights.hpp fold_layer_norm): W' in w1's place, its column sums
-  // and b' in fp32.
-  void put_folded_fc1(std::vector<std::uint16_t>& staging, const layer_offsets& lo, const vit_layer_weights& lw) const {
-    const folded_linear f = fold_layer_norm(lw.fc1_weight, lw.fc1_bias, lw.norm2_weight, lw.norm2_bias);
-    std::memcpy(staging.data() + lo.w1 / 2, f.weight.data(), f.weight.size() * 2);
-    std::memcpy(staging.data() + lo.fold_sum / 2, f.col_sum.data(), f.col_sum.size() * 4);
-    std::memcpy(staging.data() + lo.fold_bias / 2, f.col_bias.data(), f.col_bias.size() * 4);
   }
 
   bf16* w_at(std::uint64_t offset) const { return reinterpret_cast<bf16*>(weights.as<unsigned char>() + offset); }
@@ -624,18 +593,12 @@ struct gpu_vit::impl {
         }
         {
           auto sc = open(rec, idx[4], names, images);
-          if (norm2_folded) k::layer_norm_statistics(xs, rows, D, eps, stats.as<float2>(), s);
-          else k::layer_norm(xs, w_at(lo.n2w), w_at(lo.n2b), h.as<bf16>(), rows, D, eps, s);
+          k::layer_norm(xs, w_at(lo.n2w), w_at(lo.n2b), h.as<bf16>(), rows, D, eps, s);
         }
         {
           auto sc = open(rec, idx[5], names, images);
           if (fc1_epilogue) {
             gemm(gemm_id::fc1, images, w_at(lo.w1), w_at(lo.b1), h.data(), f.data());
-          } else if (norm2_folded) {
-            const k::norm_fold fold{stats.as<float2>(), reinterpret_cast<const float*>(w_at(lo.fold_sum)),
-                                    reinterpret_cast<const float*>(w_at(lo.fold_bias))};
-            k::gemm_norm_bias_activation(xs, rows, w_at(lo.w1), M, D, fold, kernel_activation(c.activation),
-                                         o.fc1_bf16_sums, f.as<bf16>(), s);
           } else if (fc1_fused) {
             k::gemm_bias_activation(h.as<bf16>(), rows, w_at(lo.w1), M, D, w_at(lo.b1), kernel_activation(c.activation),
                                     o.fc1_bf16_sums, f.as<bf16>(), s);
@@ -761,24 +724,20 @@ std::string gpu_vit::precision_note() const {
   const vit_config& c = m->c;
   m->dev.make_current();  // the attention kernel named below is the current device's
   std::string fc1;
-  if (m->norm2_folded)
-    fc1 = cat("norm2 folded into fc1 (its statistics in fp32 from x; fc1 on x with gamma folded into its weight, ",
-              "bf16(gamma W1), and rstd, mean and beta W1 + b1 applied to the fp32 sums: the LayerNorm's output is ",
-              "never rounded to bf16), ");
   if (m->fc1_epilogue)
-    fc1 += "fc1 with cuBLASLt's GELU (tanh form) + bias epilogue";
+    fc1 = "fc1 with cuBLASLt's GELU (tanh form) + bias epilogue";
   else if (m->fc1_fused && m->o.fc1_bf16_sums)
-    fc1 += cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): sums + bias ",
+    fc1 = cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): sums + bias ",
               "rounded to bf16, then the activation in fp32 (ex2 and rcp approximations) and a second rounding, as a bf16 ",
               "Linear and its activation");
   else if (m->fc1_fused)
-    fc1 += cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): fp32 sums + ",
+    fc1 = cat("fc1, bias and ", activation_name(c.activation), " in one kernel of ours (TMA + wgmma): fp32 sums + ",
               "bias, the activation in fp32 (ex2 and rcp approximations), one rounding");
   else if (m->o.fc1_bf16_sums)
-    fc1 += cat("fc1's sums + bias rounded to bf16 by cuBLASLt's epilogue, then ", activation_name(c.activation),
+    fc1 = cat("fc1's sums + bias rounded to bf16 by cuBLASLt's epilogue, then ", activation_name(c.activation),
               " in fp32 and a second rounding (not the reference's single rounding)");
   else
-    fc1 += cat("fc1 summed in fp32, then bias + ", activation_name(c.activation), " in fp32 and one rounding");
+    fc1 = cat("fc1 summed in fp32, then bias + ", activation_name(c.activation), " in fp32 and one rounding");
   return cat("bf16 weights and activations, fp32 accumulation (cuBLASLt bf16 tensor-core GEMMs, compute 32F); ",
              "LayerNorm statistics in fp32; residual stream bf16 (out and fc2 add it in fp32 with beta = 1 and round ",
              "once); ", fc1, "; attention ",
@@ -876,11 +835,7 @@ std::vector<std::pair<std::string, std::string>> gpu_vit::gemm_choices() const {
     out.emplace_back(cat(gemm_name(key.second), " images=", key.first, " M=", p.shape.rows, " N=", p.shape.m, " K=",
                          p.shape.kk),
                      p.choice);
-  if (m->norm2_folded)
-    out.emplace_back(cat("fc1 N=", m->M, " K=", m->D),
-                     "gemm_norm_bias_activation (src/kernels/vit_gemm.cu): TMA + wgmma on the residual stream, norm2 "
-                     "folded in (its statistics by layer_norm_statistics), bias and activation in its epilogue");
-  else if (m->fc1_fused)
+  if (m->fc1_fused)
     out.emplace_back(cat("fc1 N=", m->M, " K=", m->D),
                      "gemm_bias_activation (src/kernels/vit_gemm.cu): TMA + wgmma, bias and activation in its epilogue");
   return out;

@@ -21,9 +21,7 @@
 //                rounding points for speed: the GEMM adds the bias and rounds to bf16, the
 //                activation kernel rounds again in place (half the bytes of the fp32 path).
 //                fused_fc1 (sm_90a, any activation cuBLASLt's epilogue does not run): the same
-//                rounding points in one kernel, the activation on the ex2 and rcp approximations;
-//                with fold_norm2, norm2 folded into it: h (step 8 of the reference) is not
-//                stored, fc1 multiplies x by bf16(gamma W1) and applies the statistics in fp32
+//                rounding points in one kernel, the activation on the ex2 and rcp approximations
 //   projector    the selected tokens gathered (a strided copy when the class token is left out),
 //                fc1 in fp32 + exact-erf GELU kernel, fc2 with the bias in the epilogue
 // Every image of a batch is one block of rows of the same GEMMs (M = images x tokens).
@@ -66,11 +64,6 @@ struct vit_engine_options {
   // (src/kernels/vit_gemm.cuh) rather than cuBLASLt and a pass over its output;
   // ITERA_VIT_FUSED_FC1=0 turns it off (A/B measurements).
   bool fused_fc1 = true;
-  // With the fused fc1: the second LayerNorm folded into it (src/kernels/vit_gemm.cuh norm_fold):
-  // norm2 only reads the residual stream for its rows' statistics, fc1 reads the stream itself
-  // with the LayerNorm's gamma folded into its weight and the rest in its epilogue.
-  // ITERA_VIT_FOLD_NORM2=0 turns it off (A/B measurements).
-  bool fold_norm2 = true;
   bool attention_tensor_cores = true;  // false: the CUDA-core attention kernel (tests)
   // Weights and activations (all but the image tokens) in evictable device memory, so that
   // offload() can give them back between uses (residency=staged in the multimodal pipeline).

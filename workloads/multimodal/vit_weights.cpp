@@ -12,7 +12,6 @@
 #include <fmt/ranges.h>
 
 #include "itera/core/errors.hpp"
-#include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/weights.hpp"  // tensor_seed, round_to_storage
 
 namespace itera::mm {
@@ -164,31 +163,6 @@ fused_qkv fuse_qkv(const vit_layer_weights& layer) {
   fused_qkv f;
   for (const auto* w : {&layer.q_weight, &layer.k_weight, &layer.v_weight}) f.weight.insert(f.weight.end(), w->begin(), w->end());
   for (const auto* b : {&layer.q_bias, &layer.k_bias, &layer.v_bias}) f.bias.insert(f.bias.end(), b->begin(), b->end());
-  return f;
-}
-
-folded_linear fold_layer_norm(std::span<const float> weight, std::span<const float> bias,
-                              std::span<const float> gamma, std::span<const float> beta) {
-  const std::size_t k = gamma.size(), n = bias.size();
-  if (k == 0 || beta.size() != k || weight.size() != n * k)
-    throw std::invalid_argument(fmt::format("fold_layer_norm: a [{}] x [{}] weight for {} gamma, {} beta, {} bias values",
-                                            weight.size(), k, k, beta.size(), n));
-  folded_linear f;
-  f.weight.resize(n * k);
-  f.col_sum.resize(n);
-  f.col_bias.resize(n);
-  for (std::size_t r = 0; r < n; ++r) {
-    double sum = 0, b = bias[r];
-    for (std::size_t i = 0; i < k; ++i) {
-      const float w = weight[r * k + i];
-      const std::uint16_t folded = gemm::numeric::float_to_bf16(gamma[i] * w);
-      f.weight[r * k + i] = folded;
-      sum += gemm::numeric::bf16_to_float(folded);
-      b += static_cast<double>(beta[i]) * w;
-    }
-    f.col_sum[r] = static_cast<float>(sum);
-    f.col_bias[r] = static_cast<float>(b);
-  }
   return f;
 }
 

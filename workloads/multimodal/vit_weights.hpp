@@ -106,17 +106,6 @@ struct fused_qkv {
 };
 fused_qkv fuse_qkv(const vit_layer_weights& layer);
 
-// A LayerNorm (gamma, beta) folded into the Linear (weight [n][k], bias [n]) that reads its output
-// (src/kernels/vit_gemm.cuh norm_fold says how the product then runs): the bf16 bits of
-// W' = bf16(gamma W) row by row, colsum(W') of the rounded W', and b' = b + W beta, both summed in
-// double and stored fp32. std::invalid_argument when the sizes do not match.
-struct folded_linear {
-  std::vector<std::uint16_t> weight;
-  std::vector<float> col_sum, col_bias;
-};
-folded_linear fold_layer_norm(std::span<const float> weight, std::span<const float> bias,
-                              std::span<const float> gamma, std::span<const float> beta);
-
 // Every tensor sized for `c` and zero: the loader and tests fill them. usage_error for fp8 storage.
 vit_weights zero_vit_weights(const vit_config& c, dtype storage);
 std::vector<float> random_vit_tensor(const vit_tensor_spec& spec, const vit_config& c, dtype storage,

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "vit_test_support.hpp"
-#include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/weights.hpp"
 #include "workloads/multimodal/vit_cpu.hpp"
 #include "workloads/multimodal/vit_weights.hpp"
@@ -109,46 +108,6 @@ TEST(VitWeights, RandomWeightsAreSeededBf16AndScaled) {
                          qkv.weight.begin() + static_cast<std::ptrdiff_t>(a.layers[1].q_weight.size())));
   EXPECT_EQ(qkv.bias[2 * 64], a.layers[1].v_bias[0]);
   expect_usage_error([&] { (void)zero_vit_weights(c, dtype::fp8_e4m3); }, {"bf16, fp16 or fp32"});
-}
-
-// norm2 folded into fc1 (the cuda engine's fused fc1): the folded product of x is the Linear of
-// the LayerNorm of x, up to W' rounded to bf16 once, on rows with large means (the fold subtracts
-// rstd mean colsum(W') from sums over x itself). Sizes that do not match are refused.
-TEST(VitWeights, FoldedLayerNormIsTheLinearOfTheLayerNorm) {
-  const auto c = vit_preset("tiny");
-  const auto w = random_vit_weights(c, dtype::bf16, 9);
-  const auto& l = w.layers[0];
-  const auto f = fold_layer_norm(l.fc1_weight, l.fc1_bias, l.norm2_weight, l.norm2_bias);
-  const auto d = static_cast<std::size_t>(c.hidden), m = static_cast<std::size_t>(c.mlp);
-  ASSERT_EQ(f.weight.size(), m * d);
-  ASSERT_EQ(f.col_sum.size(), m);
-  EXPECT_EQ(f.weight[5 * d + 3], gemm::numeric::float_to_bf16(l.norm2_weight[3] * l.fc1_weight[5 * d + 3]));
-  double err = 0, norm = 0;
-  for (int row = 0; row < 8; ++row) {
-    std::vector<double> x(d);
-    double mean = 0, var = 0;
-    for (std::size_t i = 0; i < d; ++i) {
-      x[i] = (row - 4) * 3.0 + std::sin(0.7 * static_cast<double>(i * (row + 1)));
-      mean += x[i];
-    }
-    mean /= static_cast<double>(d);
-    for (const double v : x) var += (v - mean) * (v - mean);
-    const double rstd = 1.0 / std::sqrt(var / static_cast<double>(d) + c.layer_norm_eps);
-    for (std::size_t r = 0; r < m; ++r) {
-      double want = l.fc1_bias[r], folded = 0;
-      for (std::size_t i = 0; i < d; ++i) {
-        want += ((x[i] - mean) * rstd * l.norm2_weight[i] + l.norm2_bias[i]) * l.fc1_weight[r * d + i];
-        folded += x[i] * gemm::numeric::bf16_to_float(f.weight[r * d + i]);
-      }
-      const double got = rstd * folded - rstd * mean * f.col_sum[r] + f.col_bias[r];
-      err += (got - want) * (got - want);
-      norm += want * want;
-    }
-  }
-  EXPECT_LT(std::sqrt(err / norm), 4e-3);  // W' rounded once: ~2^-9 / sqrt(3); a wrong term is order 1
-  EXPECT_GT(std::sqrt(err / norm), 0.0);     // ... and it is rounded
-  EXPECT_THROW((void)fold_layer_norm(l.fc1_weight, l.fc1_bias, l.norm1_weight, std::vector<float>(3)),
-               std::invalid_argument);
 }
 
 TEST(VitCheckpoint, WrittenAndReadBackInEveryFileType) {
