@@ -222,21 +222,38 @@ __device__ __forceinline__ void fold_tail_keys(warp_rows<D>& st, const unsigned 
 template <int D>
 constexpr std::size_t tail_row_scratch = static_cast<std::size_t>(warps) * (2 + D);
 
-// The block's `count` tail rows (q and out point at the first, row strides q_stride and
-// out_stride) against all `keys` keys on CUDA cores, written to out. The block's own tiles are
-// gone by now, so K and V come from global memory (the head's are in L2: every block of the head
-// reads them). Per row, warp w takes the keys in steps of 32 (steps w, w + 4, ...); eight lanes
-// (D = 64; sixteen for 128) share a key, each holding one 16-byte chunk of q and of O, so that
-// the loads of K and V are of whole rows and a score is a sum over those lanes. The warp keeps an
-// online softmax in base 2 (its max the rounded scaled score, so p <= 1 within a few ulp); then
-// the four warps' maxima, sums and O meet in `scratch` (shared memory of the ring, free once every
-// warp is past its products and fold_tail_keys' reads: the barrier below), and O / l goes out as A.
-template <class A, int D>
-__device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std::int64_t q_stride,
-                                                 const kv_rows<A>& kv, int keys, A* out, std::int64_t out_stride,
-                                                 int count, float scale_log2) {
+// Where attend_tail_rows reads K and V, a 16-byte chunk (`part`) of a key's row at a time: here
+// global memory, as the wgmma kernel does (the head's K and V are in L2: every block of the head
+// reads them). flash_attention_persistent.cuh reads its resident copy in shared memory instead.
+template <class A>
+struct global_key_rows {
+  kv_rows<A> kv;
+  __device__ __forceinline__ uint4 k(int row, int part) const {
+    return __ldg(reinterpret_cast<const uint4*>(kv.k + row * kv.stride) + part);
+  }
+  __device__ __forceinline__ uint4 v(int row, int part) const {
+    return __ldg(reinterpret_cast<const uint4*>(kv.v + row * kv.stride) + part);
+  }
+};
+
+// `count` tail rows (q and out point at the first, row strides q_stride and out_stride) against
+// all `keys` keys on CUDA cores, written to out, by one group of four warps: `thread` is the
+// thread's index in it (0 .. 127) and sync() a barrier over it (the wgmma kernel: the block and
+// __syncthreads; the persistent kernel: a warpgroup and its named barrier). In the wgmma kernel the
+// block's own tiles are gone by now, so K and V come from global memory (global_key_rows); Keys
+// gives chunks of their rows. Per row, warp w takes the keys in steps of 32 (steps w, w + 4, ...);
+// eight lanes (D = 64; sixteen for 128) share a key, each holding one 16-byte chunk of q and of O,
+// so that the loads of K and V are of whole rows and a score is a sum over those lanes. The warp
+// keeps an online softmax in base 2 (its max the rounded scaled score, so p <= 1 within a few
+// ulp); then the four warps' maxima, sums and O meet in `scratch` (the wgmma kernel: shared memory
+// of the ring, free once every warp is past its products and fold_tail_keys' reads: the barrier
+// below), and O / l goes out as A.
+template <class A, int D, class Keys, class Sync>
+__device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std::int64_t q_stride, const Keys& kv,
+                                                 int keys, A* out, std::int64_t out_stride, int count,
+                                                 float scale_log2, int thread, Sync sync) {
   constexpr int parts = D / 8, groups = 32 / parts, per_lane = parts;  // a step: groups x per_lane = 32 keys
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = thread / 32, lane = thread % 32;
   const int part = lane % parts, grp = lane / parts;
   float* const part_m = scratch;             // [warp]
   float* const part_l = part_m + warps;      // [warp]
@@ -256,7 +273,7 @@ __device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std
 #pragma unroll
       for (int u = 0; u < per_lane; ++u) {
         float k[8];
-        unpack8<A>(__ldg(reinterpret_cast<const uint4*>(kv.k + row_of(u) * kv.stride) + part), k);
+        unpack8<A>(kv.k(row_of(u), part), k);
         float dot = 0.0f;
 #pragma unroll
         for (int d = 0; d < 8; ++d) dot = fmaf(qf[d], k[d], dot);
@@ -280,7 +297,7 @@ __device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std
         const float p = exp2_approx(fmaf(s[u], scale_log2, -mn));
         l += part == 0 ? p : 0.0f;  // each key once
         float v[8];
-        unpack8<A>(__ldg(reinterpret_cast<const uint4*>(kv.v + row_of(u) * kv.stride) + part), v);
+        unpack8<A>(kv.v(row_of(u), part), v);
 #pragma unroll
         for (int d = 0; d < 8; ++d) o[d] = fmaf(p, v[d], o[d]);
       }
@@ -291,7 +308,7 @@ __device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std
 #pragma unroll
       for (int d = 0; d < 8; ++d) o[d] += __shfl_xor_sync(0xffffffffu, o[d], off);
     l = warp_sum(l);
-    __syncthreads();  // the ring free (every warp past its products), or the last row combined
+    sync();  // the ring free (every warp past its products), or the last row combined
     if (lane < parts) {
       float4* to = reinterpret_cast<float4*>(part_o + warp * D + 8 * part);
       to[0] = make_float4(o[0], o[1], o[2], o[3]);
@@ -301,11 +318,11 @@ __device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std
       part_m[warp] = m;  // -inf where the warp took no keys (its sum and O are 0)
       part_l[warp] = l;
     }
-    __syncthreads();
+    sync();
     // The warps' parts in the largest warp's max (key 0's warp took keys: it is finite), a pair of
     // columns per thread.
     static_assert(D <= 2 * threads, "a pair of columns per thread");
-    if (const int d = 2 * static_cast<int>(threadIdx.x); d < D) {
+    if (const int d = 2 * thread; d < D) {
       float mx = part_m[0];
 #pragma unroll
       for (int w = 1; w < warps; ++w) mx = fmaxf(mx, part_m[w]);
@@ -466,8 +483,9 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   if constexpr (!Policy::causal) {
     static_assert(tail_row_scratch<D> * sizeof(float) <= L::tile, "the tail rows' scratch fits a K buffer");
     if (w.rows > tile_q)
-      attend_tail_rows<A, D>(reinterpret_cast<float*>(smem + L::k), w.q + tile_q * w.q_stride, w.q_stride, kv,
-                             keys, dst.out + tile_q * dst.stride, dst.stride, w.rows - tile_q, scale_log2);
+      attend_tail_rows<A, D>(reinterpret_cast<float*>(smem + L::k), w.q + tile_q * w.q_stride, w.q_stride,
+                             global_key_rows<A>{kv}, keys, dst.out + tile_q * dst.stride, dst.stride,
+                             w.rows - tile_q, scale_log2, static_cast<int>(threadIdx.x), [] { __syncthreads(); });
   }
 #else
   (void)policy;

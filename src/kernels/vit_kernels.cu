@@ -1,6 +1,7 @@
 // Kernels of the vision encoder's cuda engine (vit_kernels.cuh): LayerNorm, bias + activation, the
 // embeddings, and attention (the shared FlashAttention-2-style kernel under a non-causal policy
-// that reads K and V from the qkv GEMM's output, or a CUDA-core kernel for other head sizes).
+// that reads K and V from the qkv GEMM's output, on sm_90a at head_dim 64 and up to 264 tokens the
+// persistent one of flash_attention_persistent.cuh, or a CUDA-core kernel for other head sizes).
 // Checked against the cpu reference and naive ones in tests/device/test_vit_device.cpp.
 #include "src/kernels/vit_kernels.cuh"
 
@@ -8,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -16,6 +18,7 @@
 #include "src/cuda/text.hpp"
 #include "src/kernels/activation.cuh"
 #include "src/kernels/common.cuh"
+#include "src/kernels/flash_attention_persistent.cuh"
 #include "src/kernels/flash_attention_wgmma.cuh"
 #include "src/kernels/launch.cuh"
 
@@ -279,10 +282,25 @@ struct image_policy {
   }
 };
 
+// Whether the persistent kernel takes the launch: the shape (flash::persistent::covers), the
+// pointers (the TMA's tensor maps need 16-byte aligned ones) and the item count.
+bool persistent_takes(const bf16* qkv, const bf16* out, std::int64_t images, std::int64_t tokens, std::int64_t heads,
+                      std::int64_t head_dim) {
+  return head_dim == flash::persistent::head_dim && flash::persistent::covers(tokens) && aligned16(qkv) &&
+         aligned16(out) && images >= 1 && heads >= 1 && images * heads < (std::int64_t{1} << 30);
+}
+
+// -1: the environment decides; otherwise 0 or 1, as a test asked.
+std::atomic<int> persistent_override{-1};
+
 template <int D>
 void run_tensor_core_attention(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tokens,
                                std::int64_t heads, float scale, cudaStream_t stream) {
   const attention_kernel kernel = attention_kernel_for(D);
+  // Where the wgmma kernel is the choice, the persistent one takes the shapes it covers.
+  if (kernel == attention_kernel::wgmma && persistent_takes(qkv, out, images, tokens, heads, D) &&
+      attention_persistent_enabled())
+    return flash::persistent::launch(qkv, out, images, tokens, heads, scale, stream, 0);
   const dim3 grid(static_cast<unsigned>(flash::query_tiles<D>(tokens, kernel)), static_cast<unsigned>(heads),
                   static_cast<unsigned>(images));
   const image_policy<D> policy{qkv, out, tokens, heads * D};
@@ -417,6 +435,31 @@ void embed(const float* patch_out, const bf16* patch_bias, const bf16* class_tok
   const int per_item = vec ? 8 : 1;
   const std::uint64_t items = count / static_cast<std::uint64_t>(per_item);
   launch(embed_kernel, blocks_for(items), block_threads, 0, stream, a, items, per_item);
+}
+
+bool attention_persistent_supported(std::int64_t tokens, std::int64_t head_dim) {
+  return head_dim == flash::persistent::head_dim && flash::persistent::covers(tokens) && wgmma_available();
+}
+
+void attention_persistent(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tokens, std::int64_t heads,
+                          float scale, cudaStream_t stream, int max_blocks) {
+  if (!attention_persistent_supported(tokens, flash::persistent::head_dim) ||
+      !persistent_takes(qkv, out, images, tokens, heads, flash::persistent::head_dim))
+    throw std::invalid_argument(cat("vit attention_persistent: ", images, " images, ", tokens, " tokens, ", heads,
+                                    " heads of 64 (it takes 65 .. 264 tokens, 16-byte aligned qkv and out, on "
+                                    "sm_90a code on a compute capability 9.0 device)"));
+  flash::persistent::launch(qkv, out, images, tokens, heads, scale, stream, max_blocks);
+}
+
+bool attention_persistent_enabled() {
+  const int forced = persistent_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  static const bool allowed = env_switch("ITERA_VIT_ATTENTION_PERSISTENT", true);
+  return allowed;
+}
+
+void override_attention_persistent(std::optional<bool> on) {
+  persistent_override.store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed);
 }
 
 bool attention_on_tensor_cores(std::int64_t head_dim, std::int64_t images, std::int64_t heads) {

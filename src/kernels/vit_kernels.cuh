@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace itera::kernels::vit {
 
@@ -47,7 +48,9 @@ void embed(const float* patch_out, const bf16* patch_bias, const bf16* class_tok
 // head h at columns h hd of each. Scores and probabilities stay on chip, in fp32 (probabilities
 // rounded to bf16 for the P V product on tensor cores).
 //   tensor_cores: the FlashAttention-2-style kernel of flash_attention.cuh (sm_80 and later;
-//                 head_dim 16, 32, 64, 72 (held as 80), 80 or 128; images and heads <= 65535)
+//                 head_dim 16, 32, 64, 72 (held as 80), 80 or 128; images and heads <= 65535),
+//                 its wgmma form where attention_kernel_for says so, and there at head_dim 64
+//                 over 65 .. 264 tokens the persistent kernel below (unless switched off)
 //   cuda_cores:   one warp per query row, online softmax in fp32 (any head_dim up to 256)
 //   automatic:    tensor cores where they take the shape
 enum class attention_path { automatic, tensor_cores, cuda_cores };
@@ -56,5 +59,22 @@ bool attention_on_tensor_cores(std::int64_t head_dim, std::int64_t images, std::
 // Throws std::invalid_argument for a shape the chosen path does not take.
 void attention(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tokens, std::int64_t heads,
                std::int64_t head_dim, float scale, cudaStream_t stream, attention_path path = attention_path::automatic);
+
+// The persistent attention (flash_attention_persistent.cuh: one block per SM walks the (image,
+// head) pairs, each head's Q, K and V resident in shared memory while the next one loads).
+// Supported: head_dim 64, 65 .. 264 tokens, sm_90a code on a compute capability 9.0 device.
+// attention() takes it on the tensor-core path where it is supported, the wgmma kernel is the one
+// attention_kernel_for(64) gives, qkv and out are 16-byte aligned and the switch is on.
+bool attention_persistent_supported(std::int64_t tokens, std::int64_t head_dim);
+// The same computation as attention() on it alone; max_blocks > 0 caps its grid (one block per SM
+// otherwise): tests use that so that each block walks several items. Throws
+// std::invalid_argument for a shape or device it does not take, or unaligned pointers.
+void attention_persistent(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tokens, std::int64_t heads,
+                          float scale, cudaStream_t stream, int max_blocks = 0);
+// The switch: ITERA_VIT_ATTENTION_PERSISTENT unset or 1, on; 0, off (attention() keeps the wgmma
+// kernel: A/B runs in one binary); anything else a usage error. A test may override it for the
+// process (std::nullopt: the environment's choice again).
+bool attention_persistent_enabled();
+void override_attention_persistent(std::optional<bool> on);
 
 }  // namespace itera::kernels::vit

@@ -28,9 +28,16 @@
 #include "workloads/multimodal/vit_weights.hpp"
 
 #if ITERA_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <optional>
+
 #include "itera/core/recorder.hpp"
+#include "itera/cuda/check.hpp"
 #include "itera/cuda/cuda_backend.hpp"
 #include "src/kernels/launch.cuh"
+#include "src/kernels/vit_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
 #include "workloads/multimodal/vit_gpu.hpp"
 #endif
@@ -85,6 +92,16 @@ double rms(const std::vector<float>& v) {
   for (const float x : v) s += double(x) * x;
   return std::sqrt(s / static_cast<double>(std::max<std::size_t>(v.size(), 1)));
 }
+
+// attention() with the persistent kernel allowed or not for the life of a scope
+// (vit_kernels.cuh: override_attention_persistent), then the environment's choice again.
+class persistent_attention_scope {
+ public:
+  explicit persistent_attention_scope(bool on) { kernels::vit::override_attention_persistent(on); }
+  ~persistent_attention_scope() { kernels::vit::override_attention_persistent(std::nullopt); }
+  persistent_attention_scope(const persistent_attention_scope&) = delete;
+  persistent_attention_scope& operator=(const persistent_attention_scope&) = delete;
+};
 
 class vit_device_test : public test::cuda_test {
  protected:
@@ -203,6 +220,8 @@ TEST_F(vit_device_test, fused_fc1) {
 // Shapes whose tokens span several key tiles with a partial last one, at the head sizes of
 // ViT-L (64) and SigLIP so400m (72, held as 80), with and without a class token. T = 65 at head
 // dimension 64 has the wgmma kernel's short tails (one key and one query row past the first tile).
+// On sm_90a the three shapes of head dimension 64 (T = 82, 65 and 257, ViT-L/14's length) run
+// the persistent attention (flash_attention_persistent.cuh: on unless ITERA_VIT_ATTENTION_PERSISTENT=0).
 TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
   struct shape_case {
     const char* preset;
@@ -212,6 +231,7 @@ TEST_F(vit_device_test, partial_tiles_and_head_sizes) {
                         shape_case{"tiny-siglip", "hidden=144;heads=2;image=36"},  // T = 81, head_dim 72
                         shape_case{"tiny", "hidden=144;heads=2;image=32"},         // T = 65, head_dim 72
                         shape_case{"tiny", "hidden=128;heads=2;image=32"},         // T = 65, head_dim 64
+                        shape_case{"tiny", "hidden=128;heads=2;image=64"},         // T = 257, head_dim 64
                         shape_case{"tiny", "hidden=96;heads=2;image=28"}}) {       // T = 50, head_dim 48 (CUDA cores)
     const auto c = apply_vit_shape(vit_preset(s.preset), s.spec);
     vit_engine_options o;
@@ -411,9 +431,11 @@ double worst_row_error(const std::vector<float>& got, const std::vector<float>& 
 // Attention against a naive one in double on the same bf16 inputs: head sizes 64 and 72 (and 16,
 // 128) on tensor cores and on CUDA cores, 257 tokens (ViT-L at 224: a last key tile of one token)
 // and 2 images of 3 heads (so a wrong image or head offset shows). The output is rounded to bf16
-// (2e-3 alone) and the tensor-core kernel rounds the probabilities to bf16: within 6e-3.
+// (2e-3 alone) and the tensor-core kernel rounds the probabilities to bf16: within 6e-3. The
+// persistent kernel, which would take head_dim 64 here, is persistent_attention_against_naive's.
 TEST_F(vit_device_test, attention_against_naive) {
   constexpr std::int64_t images = 2, heads = 3, tokens = 257;
+  const persistent_attention_scope streaming(false);
   for (const std::int64_t hd : {64, 72, 16, 128}) {
     const std::int64_t hidden = heads * hd, width = 3 * hidden;
     // q and k of a scale that makes the attention neither uniform nor one-hot.
@@ -452,11 +474,13 @@ TEST_F(vit_device_test, attention_against_naive) {
 // their running max past the rescale threshold (2^8) inside the fold. Bounds: 6e-3 on the whole
 // output as in attention_against_naive, and 2e-2 on each row (bf16 rounding of P and of the
 // output leaves ~3e-3 on the worst row; a row missing one key of these inputs is off by more,
-// checked here on the lengths with one tail key).
+// checked here on the lengths with one tail key). The persistent kernel, which would take head_dim
+// 64 at 65 .. 264 tokens, is persistent_attention_against_naive's.
 TEST_F(vit_device_test, attention_short_tails_against_naive) {
   using itera::kernels::attention_kernel;
   constexpr std::int64_t images = 2, heads = 3;
   constexpr double bound = 6e-3, row_bound = 2e-2;
+  const persistent_attention_scope streaming(false);
   bool wgmma_ran = false;
   for (const std::int64_t hd : {64, 128}) {
     if (!gpu_attention_on_tensor_cores(*dev, hd)) {
@@ -533,6 +557,139 @@ TEST_F(vit_device_test, attention_short_tails_against_naive) {
   if (!wgmma_ran)
     GTEST_SKIP() << "the tails are the wgmma kernel's (sm_90a, head_dim 64 or 128), which does not run on this device; "
                     "the mma.sync kernel was checked on the same lengths";
+}
+
+
+// Values uniform in +-[2^-12, scale), never zero, rounded to bf16.
+std::vector<float> nonzero_values(std::size_t n, std::uint64_t seed, float scale) {
+  std::vector<float> v(n);
+  std::uint64_t state = seed;
+  for (auto& x : v) {
+    state += 0x9e3779b97f4a7c15ull;
+    std::uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float u = std::max(static_cast<float>(z >> 40) * 0x1p-24f, 0x1p-12f) * scale;
+    x = bf16_round((z & 1) ? u : -u);
+  }
+  return v;
+}
+
+// The persistent attention alone on qkv (bf16 values) [images x tokens][3 x heads x 64], its grid
+// capped at max_blocks (> 0; 0: one block per SM): [images x tokens][heads x 64], widened. The
+// output starts as NaN bits, so a row never written shows.
+std::vector<float> persistent_attention(const std::vector<float>& qkv, std::int64_t images, std::int64_t tokens,
+                                        std::int64_t heads, int max_blocks) {
+  const std::size_t out_count = static_cast<std::size_t>(images * tokens * heads * 64);
+  std::vector<std::uint16_t> bits(qkv.size());
+  for (std::size_t i = 0; i < qkv.size(); ++i) bits[i] = gemm::numeric::float_to_bf16(qkv[i]);
+  void* dqkv = nullptr;
+  void* dout = nullptr;
+  ITERA_CUDA_CHECK(cudaMalloc(&dqkv, bits.size() * 2));
+  ITERA_CUDA_CHECK(cudaMalloc(&dout, out_count * 2));
+  ITERA_CUDA_CHECK(cudaMemcpy(dqkv, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  ITERA_CUDA_CHECK(cudaMemset(dout, 0xff, out_count * 2));
+  std::vector<std::uint16_t> out_bits(out_count);
+  try {
+    using kernels::vit::bf16;
+    kernels::vit::attention_persistent(static_cast<const bf16*>(dqkv), static_cast<bf16*>(dout), images, tokens, heads,
+                                       static_cast<float>(1.0 / std::sqrt(64.0)), nullptr, max_blocks);
+    ITERA_CUDA_CHECK(cudaGetLastError());
+    ITERA_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    ITERA_CUDA_CHECK(cudaMemcpy(out_bits.data(), dout, out_count * 2, cudaMemcpyDeviceToHost));
+  } catch (...) {
+    (void)cudaFree(dqkv);
+    (void)cudaFree(dout);
+    throw;
+  }
+  ITERA_CUDA_CHECK(cudaFree(dqkv));
+  ITERA_CUDA_CHECK(cudaFree(dout));
+  std::vector<float> out(out_count);
+  for (std::size_t i = 0; i < out_count; ++i) out[i] = gemm::numeric::bf16_to_float(out_bits[i]);
+  return out;
+}
+
+// The persistent attention (flash_attention_persistent.cuh: one block per SM walks the (image,
+// head) items, each head's Q, K and V resident in shared memory while the next one loads) against
+// the naive attention in double and against the streaming wgmma kernel on the same inputs
+// (random, never zero), head_dim 64, at the lengths around its bounds: 65 (one tile, then a key
+// and a row), 82 (a long partial key tile, masked), 128, 192 and 256 (no tail; two, three and
+// four query tiles), 129 and 200 (a short key tail below 256 and a partial last query tile), 255
+// (a last key tile of 63), 257, 260 and 264 (1, 4 and 8 tail keys and as many rows past 256: the
+// rows turn round the warpgroups, two each at 264). Each on 2 images of 5 heads with the grid
+// capped at 1 and 3 blocks (10 and 3-4 items a block: both buffers reused, their barriers' phases
+// and counters turning over) and on the natural grid (a block an item); at 257 also 4 images of
+// 16 heads (ViT-L's) on 5 blocks. Lengths with tail keys run again with those keys 8 times louder
+// (they dominate some rows and move the running max inside the fold). Bounds as in
+// attention_short_tails_against_naive: 6e-3 on the whole output, 2e-2 on each row; against the
+// wgmma kernel the same (both round P to bf16 the same way: they are mostly equal bit for bit,
+// printed). Outside its lengths (64, 265) and head size it is not supported and throws.
+TEST_F(vit_device_test, persistent_attention_against_naive) {
+  using itera::kernels::attention_kernel;
+  namespace kv = itera::kernels::vit;
+  if (!kv::attention_persistent_supported(257, 64))
+    GTEST_SKIP() << "the persistent attention runs on sm_90a code (wgmma, TMA) on a compute capability 9.0 device "
+                    "only: not this device or build";
+  EXPECT_FALSE(kv::attention_persistent_supported(64, 64));
+  EXPECT_FALSE(kv::attention_persistent_supported(265, 64));
+  EXPECT_FALSE(kv::attention_persistent_supported(257, 128));
+  EXPECT_TRUE(kv::attention_persistent_supported(65, 64));
+  EXPECT_TRUE(kv::attention_persistent_supported(264, 64));
+  EXPECT_THROW((void)persistent_attention(std::vector<float>(3 * 265 * 64, 1.0f), 1, 265, 1, 0), std::invalid_argument);
+
+  constexpr double bound = 6e-3, row_bound = 2e-2;
+  struct shape {
+    std::int64_t images, heads;
+  };
+  for (const std::int64_t tokens : {65, 82, 128, 129, 192, 200, 255, 256, 257, 260, 264}) {
+    const std::int64_t tail_from = tokens / 64 * 64, tail = tokens - tail_from;
+    std::vector<shape> shapes{{2, 5}};
+    if (tokens == 257) shapes.push_back({4, 16});
+    for (const shape sh : shapes) {
+      const std::int64_t width = 3 * sh.heads * 64;
+      for (const bool loud : {false, true}) {
+        if (loud && !(tail >= 1 && tail <= 8)) continue;
+        auto qkv = nonzero_values(static_cast<std::size_t>(sh.images * tokens * width), 90 + tokens, 2.0f);
+        if (loud)
+          for (std::int64_t r = 0; r < sh.images * tokens; ++r)
+            if (r % tokens >= tail_from)
+              for (std::int64_t c = sh.heads * 64; c < 2 * sh.heads * 64; ++c)
+                qkv[static_cast<std::size_t>(r * width + c)] *= 8.0f;
+        const auto want = naive_attention(qkv, sh.images, tokens, sh.heads, 64);
+        std::vector<float> streaming;
+        {
+          const itera::test::attention_kernel_scope wgmma(attention_kernel::wgmma);
+          const persistent_attention_scope off(false);
+          if (itera::kernels::attention_kernel_for(64) == attention_kernel::wgmma)
+            streaming = gpu_attention(*dev, qkv, sh.images, tokens, sh.heads, 64, true);
+        }
+        const std::vector<int> caps = sh.heads == 16 ? std::vector<int>{5} : std::vector<int>{1, 3, 0};
+        for (const int cap : caps) {
+          const auto got = persistent_attention(qkv, sh.images, tokens, sh.heads, cap);
+          const double e = normalised_error(got, want), worst = worst_row_error(got, want, 64);
+          const auto what = [&] {
+            return std::to_string(tokens) + " tokens, " + std::to_string(sh.images) + " images x " +
+                   std::to_string(sh.heads) + " heads" + (loud ? " (loud tail keys)" : "") + ", " +
+                   (cap > 0 ? std::to_string(cap) + " block(s)" : std::string("a block per SM"));
+          };
+          EXPECT_LT(e, bound) << what();
+          EXPECT_LT(worst, row_bound) << what();
+          double against = 0, worst_against = 0;
+          std::size_t equal = 0;
+          if (!streaming.empty()) {
+            against = normalised_error(got, streaming);
+            worst_against = worst_row_error(got, streaming, 64);
+            for (std::size_t i = 0; i < got.size(); ++i) equal += got[i] == streaming[i] ? 1 : 0;
+            EXPECT_LT(against, bound) << what() << ": against the wgmma kernel";
+            EXPECT_LT(worst_against, row_bound) << what() << ": against the wgmma kernel";
+          }
+          std::printf("persistent attention, %s: normalised error %.2e, worst row %.2e; against the wgmma kernel "
+                      "%.2e, worst row %.2e, %zu of %zu values equal\n",
+                      what().c_str(), e, worst, against, worst_against, equal, got.size());
+        }
+      }
+    }
+  }
 }
 
 #endif
