@@ -723,6 +723,11 @@ vit_engine_memory gpu_vit::memory() const {
 std::string gpu_vit::precision_note() const {
   const vit_config& c = m->c;
   m->dev.make_current();  // the attention kernel named below is the current device's
+  // The choice k::attention() makes for this shape (vit_kernels.cuh); its pointers are the engine's
+  // 256-byte aligned buffers.
+  const bool persistent_attention =
+      kernels::attention_kernel_for(c.head_dim()) == kernels::attention_kernel::wgmma &&
+      k::attention_persistent_enabled() && k::attention_persistent_supported(c.tokens(), c.head_dim());
   std::string fc1;
   if (m->fc1_epilogue)
     fc1 = "fc1 with cuBLASLt's GELU (tanh form) + bias epilogue";
@@ -745,6 +750,7 @@ std::string gpu_vit::precision_note() const {
                  ? cat("on tensor cores (",
                        kernels::attention_kernel_name(
                            kernels::attention_kernel_for(c.head_dim())),
+                       persistent_attention ? ", persistent: a head's Q, K and V resident in shared memory" : "",
                        ", FlashAttention style; scores and softmax fp32, probabilities bf16 for P V)")
                  : std::string("on CUDA cores (fp32 throughout)"),
              "; projector GELU exact (erf) in fp32");
