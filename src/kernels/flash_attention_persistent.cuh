@@ -236,20 +236,11 @@ __global__ void __launch_bounds__(block_size, 1)
     wgmma::fence_operands(s);
     softmax(0);
     pack();
-    for (int j = 0; j + 1 < tiles; ++j) {
-      wgmma::fence_operands(s);
-      wgmma::fence();
-      sm90::scores<A, D>(s, q_addr, k_addr(j + 1));
-      wgmma::commit();
-      add_pv(j);
-      wgmma::wait<1>();  // the scores of tile j + 1
-      wgmma::fence_operands(s);
-      softmax(j + 1);
-      wgmma::wait<0>();
-      wgmma::fence_operands(st.o);
-      if (moved) scale_rows(st.o, a_lo, a_hi);  // for P V of tile j + 1
-      pack();
-    }
+    const auto rescale_o = [&] {  // for P V of tile j + 1
+      if (moved) scale_rows(st.o, a_lo, a_hi);
+    };
+    for (int j = 0; j + 1 < tiles; ++j)
+      sm90::overlapped_step<A, D>(s, st.o, q_addr, k_addr(j + 1), j, add_pv, softmax, rescale_o, pack);
     add_pv(tiles - 1);
     wgmma::wait<0>();
     wgmma::fence_operands(st.o);

@@ -122,6 +122,29 @@ __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned 
   }
 }
 
+// One step of the order of FlashAttention-3, P of tile j in the A fragments: S of tile j + 1 (its
+// K at k_next) and P V of tile j (add_pv(j) issues and commits it) go to the tensor cores
+// together, the softmax of tile j + 1 (softmax(j + 1)) runs on the others while P V does, then O
+// is rescaled for the P V of tile j + 1 (rescale()) and its P packed (pack()). Shared by the
+// streaming kernel below and the persistent one (flash_attention_persistent.cuh).
+template <class A, int D, class J, class AddPv, class Softmax, class Rescale, class Pack>
+__device__ __forceinline__ void overlapped_step(float (&s)[tile_k / 8][4], float (&o)[D / 8][4], unsigned q_addr,
+                                                unsigned k_next, J j, const AddPv& add_pv, const Softmax& softmax,
+                                                const Rescale& rescale, const Pack& pack) {
+  wgmma::fence_operands(s);
+  wgmma::fence();
+  scores<A, D>(s, q_addr, k_next);
+  wgmma::commit();
+  add_pv(j);
+  wgmma::wait<1>();  // the scores of tile j + 1
+  wgmma::fence_operands(s);
+  softmax(j + 1);
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
+  rescale();
+  pack();
+}
+
 // The tails of non-causal work that the kernel takes on CUDA cores, each past at least one full
 // tile of 64: of a block's keys, a last tile of 1 .. tail_keys_max keys (fold_tail_keys); of a
 // sequence's query rows, a last tile of 1 .. tail_rows_max rows, which the block of the tile
@@ -453,18 +476,8 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
       if (j + 2 == tiles && tail > 0) issue_tail(buffer(j + 2));
     }
     cp_async_commit();
-    wgmma::fence_operands(s);
-    wgmma::fence();
-    scores<A, D>(s, q_addr, smem_addr(k_buf(buffer(j + 1))));
-    wgmma::commit();
-    add_pv(j);
-    wgmma::wait<1>();  // the scores of tile j + 1
-    wgmma::fence_operands(s);
-    softmax(j + 1);
-    wgmma::wait<0>();
-    wgmma::fence_operands(st.o);
-    rescale_o();  // for P V of tile j + 1 (tile 0's needs none: O is 0)
-    pack();
+    // O's rescale is for P V of tile j + 1 (tile 0's needs none: O is 0).
+    overlapped_step<A, D>(s, st.o, q_addr, smem_addr(k_buf(buffer(j + 1))), j, add_pv, softmax, rescale_o, pack);
   }
   add_pv(tiles - 1);
   wgmma::wait<0>();

@@ -39,6 +39,7 @@
 #include "src/kernels/launch.cuh"
 #include "src/kernels/vit_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
+#include "tests/support/random_values.hpp"
 #include "workloads/multimodal/vit_gpu.hpp"
 #endif
 
@@ -562,16 +563,8 @@ TEST_F(vit_device_test, attention_short_tails_against_naive) {
 
 // Values uniform in +-[2^-12, scale), never zero, rounded to bf16.
 std::vector<float> nonzero_values(std::size_t n, std::uint64_t seed, float scale) {
-  std::vector<float> v(n);
-  std::uint64_t state = seed;
-  for (auto& x : v) {
-    state += 0x9e3779b97f4a7c15ull;
-    std::uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    const float u = std::max(static_cast<float>(z >> 40) * 0x1p-24f, 0x1p-12f) * scale;
-    x = bf16_round((z & 1) ? u : -u);
-  }
+  auto v = itera::test::nonzero_uniform(n, seed, scale);
+  for (auto& x : v) x = bf16_round(x);
   return v;
 }
 

@@ -13,12 +13,14 @@
 // 4e-3 allows both; a wrong tile, column, bias or activation shows as an error of order 0.1 to 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "tests/support/numeric_error.hpp"
+#include "tests/support/random_values.hpp"
 #include "workloads/gemm/numeric.hpp"
 
 #if ITERA_WITH_CUDA
@@ -46,16 +48,9 @@ class vit_gemm : public itera::test::cuda_test {};
 
 // bf16 bits of values uniform in +-[2^-12, scale), never zero.
 std::vector<std::uint16_t> random_bf16(std::size_t count, std::uint64_t seed, float scale) {
+  const auto values = itera::test::nonzero_uniform(count, seed, scale);
   std::vector<std::uint16_t> out(count);
-  std::uint64_t s = seed;
-  for (auto& v : out) {
-    s += 0x9e3779b97f4a7c15ull;
-    std::uint64_t z = (s ^ (s >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    const float u = std::max(static_cast<float>(z >> 40) * 0x1p-24f, 0x1p-12f) * scale;
-    v = float_to_bf16((z & 1) ? u : -u);
-  }
+  std::transform(values.begin(), values.end(), out.begin(), float_to_bf16);
   return out;
 }
 
