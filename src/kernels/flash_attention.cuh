@@ -386,12 +386,7 @@ template <int D, class Policy>
 void launch_mma_sync_attention(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
   constexpr int DP = padded_head_dim(D);
   constexpr std::size_t bytes = layout<DP>::bytes;
-  static const bool ready = [] {
-    ITERA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D, DP, Policy>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-    return true;
-  }();
-  (void)ready;
+  allow_dynamic_shared(reinterpret_cast<const void*>(attention_kernel<D, DP, Policy>), bytes);
   // Scores in base 2: exp(x) = exp2(x * log2(e)).
   const float scale_log2 = scale * 1.4426950408889634f;
   itera::kernels::launch(attention_kernel<D, DP, Policy>, grid, threads, bytes, stream, policy, scale_log2);

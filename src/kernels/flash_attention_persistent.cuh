@@ -3,7 +3,7 @@
 // 224: 257), non-causal, on Hopper (sm_90a): a persistent kernel that keeps a whole head's Q, K
 // and V in shared memory and loads the next head's while it computes this one. The arithmetic is
 // the wgmma kernel's (flash_attention_wgmma.cuh), its device functions reused: scores, softmax_tile,
-// p_fragment, accumulate, fold_tail_keys, attend_tail_rows, store_rows.
+// p_fragment, accumulate, overlapped_step, fold_tail_keys, attend_tail_rows, store_rows.
 //
 // Why: ViT-L/14 at batch 128 spent ~200 us a layer in the wgmma kernel (174 TFLOP/s, Nsight
 // Compute: tensor pipe 21%, issue slots 58% busy, 110 registers, four one-warpgroup blocks per
@@ -205,8 +205,9 @@ __global__ void __launch_bounds__(block_size, 1)
     const auto v_addr = [&](int j) { return buf_addr + L::v + static_cast<unsigned>(j) * (tile_k * 128); };
     tma::barrier_wait(full + 8 * b, static_cast<unsigned>((k >> 1) & 1));
 
-    // The resident tiles, as the wgmma kernel's loop runs them (its comments say why each fence
-    // and wait is where it is), with nothing to copy and nobody to wait for between tiles.
+    // The resident tiles, as the wgmma kernel's loop runs them (overlapped_step; the comments
+    // there and in the wgmma kernel say why each fence and wait is where it is), with nothing to
+    // copy and nobody to wait for between tiles.
     warp_rows<D> st;
     st.reset();
     float s[tile_k / 8][4];
@@ -314,19 +315,14 @@ CUtensorMap qkv_map(const A* qkv, std::int64_t images, std::int64_t tokens, std:
 }
 
 // The attention of `heads` heads of 64 over `images` images of `tokens` tokens (covers(tokens)),
-// qkv and out as image_heads says, both 16-byte aligned, images x heads items below 2^30; on one
+// qkv and out as image_heads says, both 16-byte aligned, at most 65535 images and heads; on one
 // block per SM, or max_blocks (> 0) at most: tests use that so that each block walks several
 // items. `scale` multiplies the scores (natural base). The caller checks the shape and the device
 // (vit_kernels.cu: attention_persistent).
 template <class A>
 void launch(const A* qkv, A* out, std::int64_t images, std::int64_t tokens, std::int64_t heads, float scale,
             cudaStream_t stream, int max_blocks) {
-  static const bool ready = [] {
-    ITERA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<A>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(layout::bytes)));
-    return true;
-  }();
-  (void)ready;
+  allow_dynamic_shared(reinterpret_cast<const void*>(attention_kernel<A>), layout::bytes);
   const std::int64_t hidden = heads * head_dim, items = images * heads;
   const CUtensorMap tiles = qkv_map(qkv, images, tokens, 3 * hidden, resident_rows, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tail = qkv_map(qkv, images, tokens, 3 * hidden, tail_keys, CU_TENSOR_MAP_SWIZZLE_NONE);

@@ -510,12 +510,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
 template <int D, class Policy>
 void launch(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
   constexpr std::size_t bytes = layout<D>::bytes;
-  static const bool ready = [] {
-    ITERA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D, Policy>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-    return true;
-  }();
-  (void)ready;
+  allow_dynamic_shared(reinterpret_cast<const void*>(attention_kernel<D, Policy>), bytes);
   const float scale_log2 = scale * 1.4426950408889634f;
   itera::kernels::launch(attention_kernel<D, Policy>, grid, threads, bytes, stream, policy, scale_log2);
 }

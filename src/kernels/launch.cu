@@ -3,7 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "itera/core/errors.hpp"
 
@@ -50,6 +53,22 @@ bool env_switch(const char* name, bool unset) {
   if (std::strcmp(v, "1") == 0) return true;
   if (std::strcmp(v, "0") == 0) return false;
   throw usage_error(std::string(name) + "='" + v + "': give 1 (on) or 0 (off), or leave it unset");
+}
+
+void allow_dynamic_shared(const void* kernel, std::size_t bytes) {
+  static std::mutex mutex;
+  static std::set<std::tuple<int, const void*, std::size_t>> done;
+  int device = 0;
+  ITERA_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard lock(mutex);
+  if (!done.emplace(device, kernel, bytes).second) return;
+  try {
+    ITERA_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  } catch (...) {
+    done.erase(std::make_tuple(device, kernel, bytes));
+    throw;
+  }
 }
 
 bool programmatic_launch_enabled() {

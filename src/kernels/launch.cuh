@@ -48,6 +48,10 @@ bool env_switch(const char* name, bool unset);
 // among the CUDA architectures: ITERA_CUDA_SM90A), so kernels using wgmma may run. Which attention
 // kernel runs: attention_choice.hpp.
 bool wgmma_available();
+// Opts `kernel` in to `bytes` of dynamic shared memory (past the 48 KiB default) on the current
+// device, once per (device, kernel, bytes): the attribute belongs to the device, so a process that
+// launches on two GPUs sets it on each.
+void allow_dynamic_shared(const void* kernel, std::size_t bytes);
 
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,

@@ -32,10 +32,11 @@
 // four stages (e3dd52b: 0.565 ms; one warpgroup alone does not keep the tensor cores busy while
 // the other waits for the staging tile), clusters of two sharing w's tile by multicast (110f359:
 // 0.590 ms; each buffer waits for both blocks' consumers, so the pair runs at its slower one's pace).
-// Then (docs/perf/2026-11-30-vit-fold.md) the consumers' part between tiles trimmed (the first
-// product overwrites the accumulators, stmatrix stores, the bias converted before the main loop):
-// 0.475 -> 0.449 ms. Tried and not kept: ViT's norm2 folded into this product (cefcf6b; it saves
-// norm2 what its two FMAs a value cost here, where both consumers stall the tensor cores).
+// Then (docs/perf/2026-11-30-vit-persistent.md) the consumers' part between tiles trimmed (the
+// first product overwrites the accumulators, stmatrix stores, the bias converted before the main
+// loop): 0.475 -> 0.449 ms; and the next tile's bias loaded a tile ahead: 0.451-0.462 -> 0.445 ms.
+// Tried and not kept: ViT's norm2 folded into this product (cefcf6b; it saves norm2 what its two
+// FMAs a value cost here, where both consumers stall the tensor cores).
 #include "src/kernels/vit_gemm.cuh"
 
 #include <cuda.h>
@@ -169,9 +170,9 @@ __global__ void __launch_bounds__(threads, 1)
   float d[32][4] = {};  // defined once; each tile's first product overwrites them (accumulate false)
   // A thread's column of the bias, one tile ahead: loaded while the tile before runs its products,
   // stored to the bias tile (fp32: no conversion after the main loop) as its tile starts. Loaded
-  // where it is stored, the store waited for the load (~0.5 us an L2 round trip) before the tile's
-  // first product, at the tile boundary where the tensor cores already wait for the consumers; a
-  // load per thread after the main loop (32 dependent ones per thread) was worse still.
+  // where it is stored, the store waited for the load (an L2 round trip) before the tile's first
+  // product, at the tile boundary where the tensor cores already wait for the consumers (~0.2 us
+  // a tile, measured); a load per thread after the main loop (32 dependent ones) was worse still.
   const auto bias_of = [&](int t) { return t < tiles ? bias[(t % n_tiles) * tile_n + tid - 128] : bf16{}; };
   bf16 next_bias = bias_of(static_cast<int>(blockIdx.x));
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
@@ -200,18 +201,19 @@ __global__ void __launch_bounds__(threads, 1)
     // apply the activation), else the activation here and one rounding; four 8x8 matrices a
     // stmatrix. Both consumers are here at once and the tensor cores wait for them: every
     // instruction of this part costs fc1 ~0.1 us a ViT-L/14 layer at batch 128 (zeroing the
-    // accumulators, a store per pair and the bias's conversion taken out: 475 -> 449 us).
+    // accumulators, a store per pair and the bias's conversion taken out: 475 -> 449 us; the bias
+    // read as one pair per two columns).
     consumers_sync();  // the bias tile is written
     if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
     {
-      const auto value = [&](float sum, int col) {
-        const float v = sum + bias_tile[col];
+      const auto value = [&](float v) {
         if constexpr (round_sums) return v;
         else return activate_fast(A, v);
       };
-      const auto pair = [&](int j, int e) {  // columns 8j + t2 and the next, of the thread's first row (e 0) or second (e 2)
-        const int col = 8 * j + t2;
-        return pack2<bf16>(value(d[j][e], col), value(d[j][e + 1], col + 1));
+      // Columns 8j + t2 and the next, of the thread's first row (e 0) or second (e 2).
+      const auto pair = [&](int j, int e) {
+        const float2 b = *reinterpret_cast<const float2*>(bias_tile + 8 * j + t2);
+        return pack2<bf16>(value(d[j][e] + b.x), value(d[j][e + 1] + b.y));
       };
 #pragma unroll
       for (int j = 0; j < 32; j += 2) {
@@ -236,9 +238,10 @@ CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsign
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
   const cuuint32_t box[2] = {tile_k, box_rows};
   const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = tma::encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides,
-                                    box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      tma::encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
+                          element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("vit gemm: cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) +
                              ") for a [" + std::to_string(rows) + "][" + std::to_string(k) + "] bf16 matrix");
@@ -249,12 +252,7 @@ template <activation A, bool R>
 void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
                  bf16* out, cudaStream_t stream, int max_blocks) {
   constexpr auto kernel = gemm_bias_activation_kernel<A, R>;
-  static const bool ready = [] {
-    ITERA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-    return true;
-  }();
-  (void)ready;
+  allow_dynamic_shared(reinterpret_cast<const void*>(kernel), shared_bytes);
   const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
   const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();

@@ -283,11 +283,13 @@ struct image_policy {
 };
 
 // Whether the persistent kernel takes the launch: the shape (flash::persistent::covers), the
-// pointers (the TMA's tensor maps need 16-byte aligned ones) and the item count.
+// pointers (the TMA's tensor maps need 16-byte aligned ones) and the counts (images and heads at
+// most 65535 each, as the other tensor-core kernels take them: the kernel's offsets and the
+// tensor map's coordinates are 32-bit).
 bool persistent_takes(const bf16* qkv, const bf16* out, std::int64_t images, std::int64_t tokens, std::int64_t heads,
                       std::int64_t head_dim) {
   return head_dim == flash::persistent::head_dim && flash::persistent::covers(tokens) && aligned16(qkv) &&
-         aligned16(out) && images >= 1 && heads >= 1 && images * heads < (std::int64_t{1} << 30);
+         aligned16(out) && images >= 1 && heads >= 1 && images <= 65535 && heads <= 65535;
 }
 
 // -1: the environment decides; otherwise 0 or 1, as a test asked.
@@ -446,8 +448,9 @@ void attention_persistent(const bf16* qkv, bf16* out, std::int64_t images, std::
   if (!attention_persistent_supported(tokens, flash::persistent::head_dim) ||
       !persistent_takes(qkv, out, images, tokens, heads, flash::persistent::head_dim))
     throw std::invalid_argument(cat("vit attention_persistent: ", images, " images, ", tokens, " tokens, ", heads,
-                                    " heads of 64 (it takes 65 .. 264 tokens, 16-byte aligned qkv and out, on "
-                                    "sm_90a code on a compute capability 9.0 device)"));
+                                    " heads of 64 (it takes 65 .. 264 tokens, at most 65535 images and heads, "
+                                    "16-byte aligned qkv and out, on sm_90a code on a compute capability 9.0 "
+                                    "device)"));
   flash::persistent::launch(qkv, out, images, tokens, heads, scale, stream, max_blocks);
 }
 

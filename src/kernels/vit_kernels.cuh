@@ -64,7 +64,8 @@ void attention(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tok
 // head) pairs, each head's Q, K and V resident in shared memory while the next one loads).
 // Supported: head_dim 64, 65 .. 264 tokens, sm_90a code on a compute capability 9.0 device.
 // attention() takes it on the tensor-core path where it is supported, the wgmma kernel is the one
-// attention_kernel_for(64) gives, qkv and out are 16-byte aligned and the switch is on.
+// attention_kernel_for(64) gives, qkv and out are 16-byte aligned, images and heads are at most
+// 65535 each and the switch is on.
 bool attention_persistent_supported(std::int64_t tokens, std::int64_t head_dim);
 // The same computation as attention() on it alone; max_blocks > 0 caps its grid (one block per SM
 // otherwise): tests use that so that each block walks several items. Throws

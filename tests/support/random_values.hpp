@@ -1,7 +1,8 @@
 #pragma once
-// Test inputs of a known scale in which every element matters: values uniform in +-[2^-12, 1)
-// times `scale`, never zero, signs at random, from splitmix64 seeded with `seed` (the same values
-// on every platform). Callers round them to the storage type they test.
+// Test inputs of a known scale in which every element matters: magnitudes uniform in [0, 1) times
+// `scale`, clamped below at 2^-12 times `scale` (never zero), signs at random, from splitmix64
+// seeded with `seed` (the same values on every platform). Callers round them to the storage type
+// they test (rounding can take a magnitude up to `scale` itself).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
