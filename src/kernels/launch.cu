@@ -40,6 +40,11 @@ int device_compute_major() {
   return cached_attribute(cudaDevAttrComputeCapabilityMajor, cache, max_devices);
 }
 
+int device_compute_minor() {
+  static std::atomic<int> cache[max_devices] = {};
+  return cached_attribute(cudaDevAttrComputeCapabilityMinor, cache, max_devices);
+}
+
 int device_multiprocessors() {
   static std::atomic<int> cache[max_devices] = {};
   return cached_attribute(cudaDevAttrMultiProcessorCount, cache, max_devices);

@@ -36,6 +36,7 @@ __device__ __forceinline__ void grid_dependents_launch() {
 
 // The current device's compute capability major and SM count, asked once per device.
 int device_compute_major();
+int device_compute_minor();
 int device_multiprocessors();
 // The current device has thread block clusters and PDL (compute capability 9.0 and later).
 bool device_is_sm90_or_later();

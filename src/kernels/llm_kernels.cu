@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,7 @@
 #include "src/cuda/text.hpp"
 #include "src/kernels/common.cuh"
 #include "src/kernels/launch.cuh"
+#include "src/kernels/mma.cuh"
 #include "workloads/llm/weights.hpp"
 
 namespace itera::kernels::llm {
@@ -1117,6 +1119,186 @@ void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int ch
   launch(kernel, blocks, gemv_split_threads, 0, stream, w, scales, out_rows, chunks, split, slice, gate_up, out, beta);
 }
 
+// ---------------------------------------------------------------------------------------------
+// fp8 products on tensor cores (llm_kernels.cuh: gemv_fp8 and gemv_rms_norm with fp8 weights,
+// where fp8_mma_gemv_takes). The CUDA-core gemv widens each e4m3 code to fp32 (a conversion to
+// fp16 pairs, then two more to fp32) and multiplies in fp32: ~3 instructions a weight byte, twice
+// the bf16 gemv's, and at batch 1 on the H200 the fp8 products ran at 2.1-3.5 TB/s where the bf16
+// ones reach 2.9-4.0 (docs/perf/2026-11-30-vit-tails.md, the fp8 stage table). Here a code pair
+// becomes an fp16 pair in one conversion (exact: fp16 holds every e4m3 value) and goes to an
+// mma.sync m16n8k16 with fp32 accumulation, the tokens as its 8 columns (1..4 used): ~0.8
+// instructions a weight byte.
+//
+// A block takes 16 output rows (one m16 tile); its 8 warps split the row's k into slices of whole
+// 64-wide steps, summed in shared memory in warp order (deterministic). Per step a thread loads 16
+// codes (16 bytes) of its rows g and g + 8 (g = lane / 4) at k + 16 (lane % 4): the four threads
+// of a row read 64 contiguous bytes. The mma's k order is free as long as A and B agree, so
+// instruction j of a step gives A's k slots 2t, 2t + 1 (and 2t + 8, 2t + 9) the codes 4j, 4j + 1
+// (and 4j + 2, 4j + 3) of thread t's chunk, and B the same k of x, which the block stages in
+// shared memory as fp16 [T][in] first (the 16-bit input converted, or rms_norm of the fp32 rows
+// as gemv_rms_norm forms it, then converted). Two groups of mma_gemv_unroll steps of loads in
+// flight per thread: 16 loads of 16 bytes, the CUDA-core gemv's 8 twice over (fewer warps per SM
+// here: 16 rows a block against its 16 x 8).
+//
+// Numerics: the products are exact in fp32 (fp16 x fp16) and summed in fp32, as the CUDA-core
+// gemv does in another order; what differs is x: a bf16 activation becomes fp16 exactly for
+// |x| >= 2^-14 (fp16's 11 significant bits hold bf16's 8), below that to fp16's subnormal spacing
+// of 2^-24, and beyond +-65504 it saturates (never on the normalised inputs these products take;
+// the engine's quality figures compare the outputs with bf16 weights).
+constexpr int mma_gemv_rows = 16;
+constexpr int mma_gemv_step = 64;  // k per step and per row
+constexpr int mma_gemv_unroll = 4;
+
+// The fp16 pair of two e4m3 codes (the low byte first), as the mma's A or B register.
+__device__ __forceinline__ unsigned fp16_pair_of_codes(unsigned two_codes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
+  return static_cast<unsigned>(h.x) | (static_cast<unsigned>(h.y) << 16);
+}
+
+// Eight values of A (a 16-byte chunk) as eight fp16, saturated at +-65504.
+template <class A>
+__device__ __forceinline__ uint4 fp16_chunk(const uint4& v) {
+  if constexpr (is_fp16<A>) {
+    return v;
+  } else {
+    float f[8];
+    unpack8<A>(v, f);
+    unsigned w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __half2 h = __floats2half2_rn(fminf(fmaxf(f[2 * j], -65504.0f), 65504.0f),
+                                          fminf(fmaxf(f[2 * j + 1], -65504.0f), 65504.0f));
+      w[j] = *reinterpret_cast<const unsigned*>(&h);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// One group of steps' codes for the thread: rows g and g + 8, chunks at k, k + 64, ... (zeros past kend).
+template <int U>
+__device__ __forceinline__ void load_code_steps(uint4 (&lo)[U], uint4 (&hi)[U], const std::uint8_t* row_lo,
+                                                const std::uint8_t* row_hi, int k, int kend) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int at = k + u * mma_gemv_step;
+    const bool in = at < kend;
+    lo[u] = in ? load_stream(reinterpret_cast<const uint4*>(row_lo + at)) : make_uint4(0, 0, 0, 0);
+    hi[u] = in ? load_stream(reinterpret_cast<const uint4*>(row_hi + at)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <class A, int T, bool F32, bool Norm>
+__global__ void __launch_bounds__(gemv_split_threads)
+    gemv_fp8_mma_kernel(const std::uint8_t* __restrict__ w, const float* __restrict__ scales, int out_rows, int in,
+                        int slice, const A* __restrict__ x16, const float* __restrict__ x32, std::int64_t in_stride,
+                        std::int64_t in_offset, const A* __restrict__ norm_weight, float eps, void* __restrict__ out,
+                        float beta) {
+  constexpr int U = mma_gemv_unroll;
+  extern __shared__ uint4 staged[];  // x as fp16 [T][in]
+  __shared__ float partial[gemv_split_warps][mma_gemv_rows][T];
+  __shared__ float sums[gemv_split_warps][T];  // stage_rms_rows' scratch
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int g = lane / 4, t4 = lane % 4;
+  const int row0 = static_cast<int>(blockIdx.x) * mma_gemv_rows;
+  const int kbeg = min(in, warp * slice), kend = min(in, kbeg + slice);
+  // Rows past the end read the last row and store nothing.
+  const std::uint8_t* row_lo = w + static_cast<std::size_t>(min(row0 + g, out_rows - 1)) * in + 16 * t4;
+  const std::uint8_t* row_hi = w + static_cast<std::size_t>(min(row0 + g + 8, out_rows - 1)) * in + 16 * t4;
+  uint4 lo[U], hi[U];
+  load_code_steps<U>(lo, hi, row_lo, row_hi, kbeg, kend);  // weights: written by no kernel before this one
+
+  grid_dependents_launch();
+  grid_dependency_wait();
+  const int words = in / 8;
+  if constexpr (Norm) {
+    stage_rms_rows<A, T>(x32, in_stride, in_offset, norm_weight, eps, in, staged, sums);
+    __syncthreads();
+    if constexpr (!is_fp16<A>)
+      for (int c = static_cast<int>(threadIdx.x); c < T * words; c += gemv_split_threads)
+        staged[c] = fp16_chunk<A>(staged[c]);
+  } else {
+    (void)x32, (void)in_stride, (void)in_offset, (void)norm_weight, (void)eps, (void)sums;
+    const auto* x4 = reinterpret_cast<const uint4*>(x16);
+    for (int c = static_cast<int>(threadIdx.x); c < T * words; c += gemv_split_threads)
+      staged[c] = fp16_chunk<A>(__ldg(x4 + c));
+  }
+  __syncthreads();
+
+  // B: token g's x at k + 16 t4 + 4 j (4 fp16, one 8-byte load); zeros for the columns past T.
+  const auto* xh = reinterpret_cast<const __half*>(staged) + static_cast<std::size_t>(min(g, T - 1)) * in + 16 * t4;
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int k = kbeg; k < kend; k += U * mma_gemv_step) {
+    uint4 clo[U], chi[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) clo[u] = lo[u], chi[u] = hi[u];
+    if (k + U * mma_gemv_step < kend) load_code_steps<U>(lo, hi, row_lo, row_hi, k + U * mma_gemv_step, kend);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int at = k + u * mma_gemv_step;
+      if (at >= kend) break;
+      const unsigned wl[4] = {clo[u].x, clo[u].y, clo[u].z, clo[u].w}, wh[4] = {chi[u].x, chi[u].y, chi[u].z, chi[u].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const unsigned a[4] = {fp16_pair_of_codes(wl[j] & 0xffffu), fp16_pair_of_codes(wh[j] & 0xffffu),
+                               fp16_pair_of_codes(wl[j] >> 16), fp16_pair_of_codes(wh[j] >> 16)};
+        uint2 b = make_uint2(0, 0);
+        if (g < T) b = *reinterpret_cast<const uint2*>(xh + at + 4 * j);
+        mma_m16n8k16<fp16>(c, a, b.x, b.y);
+      }
+    }
+  }
+  // c: rows g and g + 8, tokens 2 t4 and 2 t4 + 1.
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int r = g + (e >= 2 ? 8 : 0), t = 2 * t4 + (e & 1);
+    if (t < T) partial[warp][r][t] = c[e];
+  }
+  __syncthreads();
+  if (const int idx = static_cast<int>(threadIdx.x); idx < mma_gemv_rows * T) {
+    const int r = idx / T, t = idx % T, row = row0 + r;
+    if (row < out_rows) {
+      float sum = partial[0][r][t];
+#pragma unroll
+      for (int p = 1; p < gemv_split_warps; ++p) sum += partial[p][r][t];
+      gemv_store<A, F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * scales[row], beta);
+    }
+  }
+}
+
+// ITERA_LLM_FP8_MMA_GEMV=0 keeps the CUDA-core products (A/B runs); a test may override it.
+std::atomic<int> fp8_mma_gemv_override{-1};
+bool fp8_mma_gemv_enabled() {
+  if (const int o = fp8_mma_gemv_override.load(); o >= 0) return o == 1;
+  static const bool on = env_switch("ITERA_LLM_FP8_MMA_GEMV", true);
+  return on;
+}
+
+// Whether the tensor-core path takes an fp8 product: the switch, a device with fp8 conversions in
+// hardware (compute capability 8.9 and later), whole 64-wide steps, x within the shared memory a
+// block gets without opting in.
+bool fp8_mma_gemv_takes(std::int64_t tokens, std::int64_t in) {
+  return fp8_mma_gemv_enabled() && tokens >= 1 && tokens <= gemv_max_tokens && in % mma_gemv_step == 0 &&
+         static_cast<std::size_t>(tokens * in) * 2 <= static_cast<std::size_t>(gemv_rms_norm_max_staged) &&
+         device_compute_major() * 10 + device_compute_minor() >= 89;
+}
+
+template <class A, int T, bool Norm>
+void launch_gemv_fp8_mma(const std::uint8_t* w, const float* scales, int out_rows, int in, const A* x16,
+                         const float* x32, std::int64_t in_stride, std::int64_t in_offset, const A* norm_weight,
+                         float eps, void* out, bool fp32_out, float beta, cudaStream_t stream) {
+  // Slices of whole steps, as even as they come.
+  const int steps = in / mma_gemv_step;
+  const int slice = (steps + gemv_split_warps - 1) / gemv_split_warps * mma_gemv_step;
+  const auto blocks = static_cast<unsigned>((out_rows + mma_gemv_rows - 1) / mma_gemv_rows);
+  const std::size_t shared = static_cast<std::size_t>(T) * in * 2;
+  if (fp32_out)
+    launch(gemv_fp8_mma_kernel<A, T, true, Norm>, blocks, gemv_split_threads, shared, stream, w, scales, out_rows, in,
+           slice, x16, x32, in_stride, in_offset, norm_weight, eps, out, beta);
+  else
+    launch(gemv_fp8_mma_kernel<A, T, false, Norm>, blocks, gemv_split_threads, shared, stream, w, scales, out_rows, in,
+           slice, x16, x32, in_stride, in_offset, norm_weight, eps, out, beta);
+}
+
 // f(std::integral_constant<int, tokens>) for tokens 1..gemv_max_tokens.
 template <class F>
 void with_tokens(std::int64_t tokens, F&& f) {
@@ -1444,9 +1626,21 @@ template <class A>
 void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const A* x,
               std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream) {
   check_gemv(out_rows, in, w, x, tokens, fp32_out, beta, true);
-  gemv_tokens<A, w_fp8>(w, scales, static_cast<int>(out_rows), static_cast<int>(in / 16), x, tokens, out, fp32_out,
-                        beta, stream);
+  if (fp8_mma_gemv_takes(tokens, in))
+    with_tokens(tokens, [&](auto t) {
+      launch_gemv_fp8_mma<A, decltype(t)::value, false>(w, scales, static_cast<int>(out_rows), static_cast<int>(in), x,
+                                                        nullptr, 0, 0, nullptr, 0.0f, out, fp32_out, beta, stream);
+    });
+  else
+    gemv_tokens<A, w_fp8>(w, scales, static_cast<int>(out_rows), static_cast<int>(in / 16), x, tokens, out, fp32_out,
+                          beta, stream);
   ITERA_CUDA_CHECK_LAUNCH();
+}
+
+bool gemv_fp8_on_tensor_cores(std::int64_t tokens, std::int64_t in) { return fp8_mma_gemv_takes(tokens, in); }
+
+void override_gemv_fp8_on_tensor_cores(std::optional<bool> on) {
+  fp8_mma_gemv_override.store(on ? (*on ? 1 : 0) : -1);
 }
 
 bool gemv_rms_norm_supported(std::int64_t tokens, std::int64_t in, const void* w, const float* x,
@@ -1485,7 +1679,11 @@ void gemv_rms_norm(const void* w, const float* scales, std::int64_t out_rows, st
   const int chunks = static_cast<int>(in / (fp8 ? 16 : 8));
   with_tokens(tokens, [&](auto t) {
     constexpr int T = decltype(t)::value;
-    if (fp8)
+    if (fp8 && fp8_mma_gemv_takes(tokens, in))
+      launch_gemv_fp8_mma<A, T, true>(static_cast<const std::uint8_t*>(w), scales, static_cast<int>(out_rows),
+                                      static_cast<int>(in), nullptr, x, in_stride, in_offset, norm_weight, eps, out,
+                                      fp32_out, beta, stream);
+    else if (fp8)
       launch_gemv_rms_norm<A, w_fp8, T>(w, scales, static_cast<int>(out_rows), chunks, x, in_stride, in_offset,
                                         norm_weight, eps, out, fp32_out, beta, stream);
     else

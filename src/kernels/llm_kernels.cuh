@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace itera::kernels::llm {
@@ -153,6 +154,14 @@ void gemv(const A* w, std::int64_t out_rows, std::int64_t in, const A* x, std::i
 template <class A>
 void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows, std::int64_t in, const A* x,
               std::int64_t tokens, void* out, bool fp32_out, float beta, cudaStream_t stream);
+// Where a device has fp8 conversions in hardware (compute capability 8.9 and later), in % 64 == 0
+// and tokens x in x 2 bytes fit gemv_rms_norm_max_staged, gemv_fp8 and gemv_rms_norm with fp8
+// weights run their products on tensor cores instead (llm_kernels.cu says how): each code pair
+// becomes an fp16 pair, x is converted to fp16 (exact for |x| >= 2^-14, saturated at +-65504),
+// products and sums in fp32. ITERA_LLM_FP8_MMA_GEMV=0 keeps the CUDA-core kernels; a test may
+// override the switch for the process (std::nullopt: the environment's choice again).
+bool gemv_fp8_on_tensor_cores(std::int64_t tokens, std::int64_t in);
+void override_gemv_fp8_on_tensor_cores(std::optional<bool> on);
 
 // Fused decode products: the gemv above with its input formed in the kernel from what the small
 // kernel before it would have read, which then is not launched (each launch of a decode step at

@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -48,6 +49,7 @@
 
 #if ITERA_WITH_CUDA
 #include "itera/cuda/cuda_backend.hpp"
+#include "src/kernels/llm_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
 #include "workloads/llm/llm_cuda.hpp"
 #endif
@@ -206,6 +208,72 @@ TEST_F(llm_fused_gemv, rms_norm_product_matches_rms_norm_then_gemv) {
     EXPECT_THROW(
         (void)small_gemm_rms_norm(*m_dev, w.view(false), 1001, 4096, x, 1, 0, norm_weight, eps, 5, true, {}, compute),
         itera::usage_error);
+  }
+}
+
+// The fp8 products on tensor cores (llm_kernels.cuh: gemv_fp8_on_tensor_cores) against the
+// CUDA-core kernels on the same inputs: the fused rms_norm product (gemv_rms_norm) and the plain
+// one after rms_norm (gemv_fp8), 1-4 tokens, both compute types, both outputs. Both compute the
+// same fp32 products of the same values (x's 16-bit values are exact in fp16 at these scales:
+// the residual stream's few units, normalised), summed in another order: fp32 outputs within
+// ~1e-6 normalised, 1e-5 allowed (a wrong k order between A and B, row, token or scale shows as
+// order 1); 16-bit outputs as the other tests (a sum near a rounding boundary can flip). Shapes:
+// llama's 4096 wide input with a partial last tile of rows (6145), in 14336 at 1 token (28 steps
+// over the 8 warps' slices), in 1088 (17 steps: the last warps' slices short or empty), one step
+// and one tile (16 x 64).
+TEST_F(llm_fused_gemv, fp8_products_on_tensor_cores_match_cuda_cores) {
+  namespace k = itera::kernels::llm;
+  if (!k::gemv_fp8_on_tensor_cores(1, 4096))
+    GTEST_SKIP() << "the fp8 products run on tensor cores where fp8 conversions are in hardware (compute capability "
+                    "8.9 and later), with ITERA_LLM_FP8_MMA_GEMV unset or 1: not here";
+  struct override_scope {
+    explicit override_scope(bool on) { k::override_gemv_fp8_on_tensor_cores(on); }
+    ~override_scope() { k::override_gemv_fp8_on_tensor_cores(std::nullopt); }
+  };
+  random_source rng(20261130);
+  struct shape {
+    std::int64_t out_rows, in, max_tokens;
+  };
+  const shape shapes[] = {{6145, 4096, 4}, {33, 14336, 1}, {100, 1088, 4}, {16, 64, 2}};
+  constexpr float eps = 1e-5f;
+  for (const dtype compute : {dtype::bf16, dtype::fp16}) {
+    const std::string type(dtype_name(compute));
+    for (const auto& sh : shapes) {
+      const test_weights w = make_weights(rng, sh.out_rows, sh.in, compute);
+      std::vector<std::uint16_t> norm_weight(static_cast<std::size_t>(sh.in));
+      for (auto& b : norm_weight) b = to_16bit(compute, rng.between(0.5f, 1.5f));
+      for (std::int64_t tokens = 1; tokens <= sh.max_tokens; ++tokens) {
+        EXPECT_TRUE(k::gemv_fp8_on_tensor_cores(tokens, sh.in)) << sh.in << " wide, " << tokens << " tokens";
+        std::vector<float> x(static_cast<std::size_t>(tokens * sh.in));
+        for (auto& v : x) v = 3.0f * rng.symmetric();
+        for (const bool fp32_out : {false, true}) {
+          fused_product_check on, off;
+          {
+            const override_scope scope(true);
+            on = small_gemm_rms_norm(*m_dev, w.view(true), sh.out_rows, sh.in, x, 1, 0, norm_weight, eps, tokens,
+                                     fp32_out, {}, compute);
+          }
+          {
+            const override_scope scope(false);
+            off = small_gemm_rms_norm(*m_dev, w.view(true), sh.out_rows, sh.in, x, 1, 0, norm_weight, eps, tokens,
+                                      fp32_out, {}, compute);
+          }
+          const double tolerance = fp32_out ? 1e-5 : out_16bit_tolerance(compute);
+          const std::string what = type + ": " + std::to_string(sh.out_rows) + " x " + std::to_string(sh.in) + ", " +
+                                   std::to_string(tokens) + " tokens, " + (fp32_out ? "fp32" : type) + " out";
+          for (const bool fused : {true, false}) {
+            const auto& a = fused ? on.fused : on.unfused;
+            const auto& b = fused ? off.fused : off.unfused;
+            std::size_t not_finite = 0;
+            const double e = normalised_error(a, b, &not_finite);
+            std::printf("fp8 on tensor cores against CUDA cores, %s, %s: normalised error %.3g (tolerance %.3g)\n",
+                        fused ? "rms_norm fused" : "after rms_norm", what.c_str(), e, tolerance);
+            EXPECT_EQ(not_finite, 0u) << what;
+            EXPECT_LT(e, tolerance) << what << (fused ? ", rms_norm fused" : ", after rms_norm");
+          }
+        }
+      }
+    }
   }
 }
 
