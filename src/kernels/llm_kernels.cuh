@@ -161,6 +161,10 @@ void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows,
 // products and sums in fp32. ITERA_LLM_FP8_MMA_GEMV=0 keeps the CUDA-core kernels; a test may
 // override the switch for the process (std::nullopt: the environment's choice again).
 bool gemv_fp8_on_tensor_cores(std::int64_t tokens, std::int64_t in);
+// Those kernels are persistent (as many blocks as stay resident): prepare_gemv_fp8 asks the
+// occupancy for an input width once, as prepare_gemv_rms_norm does, before a stream is captured.
+template <class A>
+void prepare_gemv_fp8(std::int64_t tokens, std::int64_t in);
 void override_gemv_fp8_on_tensor_cores(std::optional<bool> on);
 
 // Fused decode products: the gemv above with its input formed in the kernel from what the small

@@ -748,11 +748,19 @@ struct cuda_engine::impl {
         {c.vocab, c.hidden, true, h.data(), matrix_16bit(off_lm_head)}};
     for (const auto& [m, kk, fp32, in, w] : products)
       if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32, w.scales && fp8_mma);
-    // The fused norm's grid size, asked here rather than under capture.
+    // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
+    // under capture.
     if (half)
       k::prepare_gemv_rms_norm<fp16>(rows, c.hidden);
     else
       k::prepare_gemv_rms_norm<bf16>(rows, c.hidden);
+    if (fp8)
+      for (const std::int64_t in : {c.hidden, c.q_dim(), c.intermediate}) {
+        if (half)
+          k::prepare_gemv_fp8<fp16>(rows, in);
+        else
+          k::prepare_gemv_fp8<bf16>(rows, in);
+      }
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
