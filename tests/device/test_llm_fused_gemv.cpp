@@ -220,9 +220,9 @@ TEST_F(llm_fused_gemv, rms_norm_product_matches_rms_norm_then_gemv) {
 // order 1); 16-bit outputs as the other tests (a sum near a rounding boundary can flip). Shapes:
 // llama's 4096 wide input with a partial last tile of rows (6145), in 14336 at 1 token (28 steps
 // over the 8 warps' slices), in 1088 (17 steps: the last warps' slices short or empty), one step
-// and one tile (16 x 64): k split over 8 warps; and with more tiles, fewer warps a tile (on an
-// H200, 264 resident blocks): llama's gate/up (28672 x 4096, 2 warps a tile), 12000 x 1024 (4)
-// and 40000 x 1024 (a tile per warp, no block barrier), each with a partial last block tile.
+// and one tile (16 x 64); and many tiles a block (the kernel is persistent: on an H200 264
+// resident blocks): llama's gate/up (28672 x 4096, 7 tiles a block), 12000 x 1024 and 40000 x
+// 1024 (up to 152 tiles a block).
 TEST_F(llm_fused_gemv, fp8_products_on_tensor_cores_match_cuda_cores) {
   namespace k = itera::kernels::llm;
   if (!k::gemv_fp8_on_tensor_cores(1, 4096))
