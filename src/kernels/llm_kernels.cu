@@ -1187,25 +1187,35 @@ __device__ __forceinline__ void load_code_steps(uint4 (&lo)[U], uint4 (&hi)[U], 
   }
 }
 
+// Persistent, as gemv_rms_norm_kernel: gridDim.x <= tiles blocks (as many as stay resident), each
+// staging x once and then taking tiles blockIdx.x, + gridDim.x, ...; the loads run one group of
+// steps ahead across the end of a tile into the next one's first.
 template <class A, int T, bool F32, bool Norm>
 __global__ void __launch_bounds__(gemv_split_threads)
     gemv_fp8_mma_kernel(const std::uint8_t* __restrict__ w, const float* __restrict__ scales, int out_rows, int in,
-                        int slice, const A* __restrict__ x16, const float* __restrict__ x32, std::int64_t in_stride,
-                        std::int64_t in_offset, const A* __restrict__ norm_weight, float eps, void* __restrict__ out,
-                        float beta) {
-  constexpr int U = mma_gemv_unroll;
+                        int slice, int tiles, const A* __restrict__ x16, const float* __restrict__ x32,
+                        std::int64_t in_stride, std::int64_t in_offset, const A* __restrict__ norm_weight, float eps,
+                        void* __restrict__ out, float beta) {
+  constexpr int U = mma_gemv_unroll, group_k = U * mma_gemv_step;
   extern __shared__ uint4 staged[];  // x as fp16 [T][in]
-  __shared__ float partial[gemv_split_warps][mma_gemv_rows][T];
-  __shared__ float sums[gemv_split_warps][T];  // stage_rms_rows' scratch
+  __shared__ float partial[2][gemv_split_warps][mma_gemv_rows][T];  // by tile parity: one barrier a tile
+  __shared__ float sums[gemv_split_warps][T];                         // stage_rms_rows' scratch
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int g = lane / 4, t4 = lane % 4;
-  const int row0 = static_cast<int>(blockIdx.x) * mma_gemv_rows;
   const int kbeg = min(in, warp * slice), kend = min(in, kbeg + slice);
-  // Rows past the end read the last row and store nothing.
-  const std::uint8_t* row_lo = w + static_cast<std::size_t>(min(row0 + g, out_rows - 1)) * in + 16 * t4;
-  const std::uint8_t* row_hi = w + static_cast<std::size_t>(min(row0 + g + 8, out_rows - 1)) * in + 16 * t4;
+  const int groups = (kend - kbeg + group_k - 1) / group_k;  // 0 for a warp past the last slice
+  // The thread's rows g and g + 8 of a tile; rows past the end read the last row and store nothing.
+  const std::uint8_t* row_lo = nullptr;
+  const std::uint8_t* row_hi = nullptr;
+  const auto point = [&](int tile) {
+    const int row0 = tile * mma_gemv_rows;
+    row_lo = w + static_cast<std::size_t>(min(row0 + g, out_rows - 1)) * in + 16 * t4;
+    row_hi = w + static_cast<std::size_t>(min(row0 + g + 8, out_rows - 1)) * in + 16 * t4;
+  };
+  int tile = static_cast<int>(blockIdx.x);
+  point(tile);
   uint4 lo[U], hi[U];
-  load_code_steps<U>(lo, hi, row_lo, row_hi, kbeg, kend);  // weights: written by no kernel before this one
+  if (groups > 0) load_code_steps<U>(lo, hi, row_lo, row_hi, kbeg, kend);  // weights: no kernel before writes them
 
   grid_dependents_launch();
   grid_dependency_wait();
@@ -1226,41 +1236,50 @@ __global__ void __launch_bounds__(gemv_split_threads)
 
   // B: token g's x at k + 16 t4 + 4 j (4 fp16, one 8-byte load); zeros for the columns past T.
   const auto* xh = reinterpret_cast<const __half*>(staged) + static_cast<std::size_t>(min(g, T - 1)) * in + 16 * t4;
-  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int k = kbeg; k < kend; k += U * mma_gemv_step) {
-    uint4 clo[U], chi[U];
+  for (int parity = 0; tile < tiles; tile += static_cast<int>(gridDim.x), parity ^= 1) {
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int gi = 0; gi < groups; ++gi) {
+      const int k = kbeg + gi * group_k;
+      uint4 clo[U], chi[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) clo[u] = lo[u], chi[u] = hi[u];
-    if (k + U * mma_gemv_step < kend) load_code_steps<U>(lo, hi, row_lo, row_hi, k + U * mma_gemv_step, kend);
+      for (int u = 0; u < U; ++u) clo[u] = lo[u], chi[u] = hi[u];
+      if (gi + 1 < groups) {
+        load_code_steps<U>(lo, hi, row_lo, row_hi, k + group_k, kend);
+      } else if (tile + static_cast<int>(gridDim.x) < tiles) {  // the next tile's first group
+        point(tile + static_cast<int>(gridDim.x));
+        load_code_steps<U>(lo, hi, row_lo, row_hi, kbeg, kend);
+      }
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int at = k + u * mma_gemv_step;
-      if (at >= kend) break;
-      const unsigned wl[4] = {clo[u].x, clo[u].y, clo[u].z, clo[u].w}, wh[4] = {chi[u].x, chi[u].y, chi[u].z, chi[u].w};
+      for (int u = 0; u < U; ++u) {
+        const int at = k + u * mma_gemv_step;
+        if (at >= kend) break;
+        const unsigned wl[4] = {clo[u].x, clo[u].y, clo[u].z, clo[u].w};
+        const unsigned wh[4] = {chi[u].x, chi[u].y, chi[u].z, chi[u].w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const unsigned a[4] = {fp16_pair_of_codes(wl[j] & 0xffffu), fp16_pair_of_codes(wh[j] & 0xffffu),
-                               fp16_pair_of_codes(wl[j] >> 16), fp16_pair_of_codes(wh[j] >> 16)};
-        uint2 b = make_uint2(0, 0);
-        if (g < T) b = *reinterpret_cast<const uint2*>(xh + at + 4 * j);
-        mma_m16n8k16<fp16>(c, a, b.x, b.y);
+        for (int j = 0; j < 4; ++j) {
+          const unsigned a[4] = {fp16_pair_of_codes(wl[j] & 0xffffu), fp16_pair_of_codes(wh[j] & 0xffffu),
+                                 fp16_pair_of_codes(wl[j] >> 16), fp16_pair_of_codes(wh[j] >> 16)};
+          uint2 b = make_uint2(0, 0);
+          if (g < T) b = *reinterpret_cast<const uint2*>(xh + at + 4 * j);
+          mma_m16n8k16<fp16>(c, a, b.x, b.y);
+        }
       }
     }
-  }
-  // c: rows g and g + 8, tokens 2 t4 and 2 t4 + 1.
+    // c: rows g and g + 8, tokens 2 t4 and 2 t4 + 1; the slices added in warp order.
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int r = g + (e >= 2 ? 8 : 0), t = 2 * t4 + (e & 1);
-    if (t < T) partial[warp][r][t] = c[e];
-  }
-  __syncthreads();
-  if (const int idx = static_cast<int>(threadIdx.x); idx < mma_gemv_rows * T) {
-    const int r = idx / T, t = idx % T, row = row0 + r;
-    if (row < out_rows) {
-      float sum = partial[0][r][t];
+    for (int e = 0; e < 4; ++e) {
+      const int r = g + (e >= 2 ? 8 : 0), t = 2 * t4 + (e & 1);
+      if (t < T) partial[parity][warp][r][t] = c[e];
+    }
+    __syncthreads();  // also: every thread is past the reads of partial[parity] two tiles ago
+    if (const int idx = static_cast<int>(threadIdx.x); idx < mma_gemv_rows * T) {
+      const int r = idx / T, t = idx % T, row = tile * mma_gemv_rows + r;
+      if (row < out_rows) {
+        float sum = partial[parity][0][r][t];
 #pragma unroll
-      for (int p = 1; p < gemv_split_warps; ++p) sum += partial[p][r][t];
-      gemv_store<A, F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * scales[row], beta);
+        for (int p = 1; p < gemv_split_warps; ++p) sum += partial[parity][p][r][t];
+        gemv_store<A, F32>(out, static_cast<std::size_t>(t) * out_rows + row, sum * scales[row], beta);
+      }
     }
   }
 }
@@ -1289,14 +1308,12 @@ void launch_gemv_fp8_mma(const std::uint8_t* w, const float* scales, int out_row
   // Slices of whole steps, as even as they come.
   const int steps = in / mma_gemv_step;
   const int slice = (steps + gemv_split_warps - 1) / gemv_split_warps * mma_gemv_step;
-  const auto blocks = static_cast<unsigned>((out_rows + mma_gemv_rows - 1) / mma_gemv_rows);
+  const int tiles = (out_rows + mma_gemv_rows - 1) / mma_gemv_rows;
   const std::size_t shared = static_cast<std::size_t>(T) * in * 2;
-  if (fp32_out)
-    launch(gemv_fp8_mma_kernel<A, T, true, Norm>, blocks, gemv_split_threads, shared, stream, w, scales, out_rows, in,
-           slice, x16, x32, in_stride, in_offset, norm_weight, eps, out, beta);
-  else
-    launch(gemv_fp8_mma_kernel<A, T, false, Norm>, blocks, gemv_split_threads, shared, stream, w, scales, out_rows, in,
-           slice, x16, x32, in_stride, in_offset, norm_weight, eps, out, beta);
+  const auto kernel = fp32_out ? &gemv_fp8_mma_kernel<A, T, true, Norm> : &gemv_fp8_mma_kernel<A, T, false, Norm>;
+  const int blocks = std::min(tiles, resident_blocks(reinterpret_cast<const void*>(kernel), shared));
+  launch(kernel, static_cast<unsigned>(blocks), gemv_split_threads, shared, stream, w, scales, out_rows, in, slice,
+         tiles, x16, x32, in_stride, in_offset, norm_weight, eps, out, beta);
 }
 
 // f(std::integral_constant<int, tokens>) for tokens 1..gemv_max_tokens.
@@ -1650,6 +1667,20 @@ bool gemv_rms_norm_supported(std::int64_t tokens, std::int64_t in, const void* w
 }
 
 template <class A>
+void prepare_gemv_fp8(std::int64_t tokens, std::int64_t in) {
+  if (!fp8_mma_gemv_takes(tokens, in)) return;
+  with_tokens(tokens, [&](auto t) {
+    constexpr int T = decltype(t)::value;
+    const std::size_t shared = static_cast<std::size_t>(T) * static_cast<std::size_t>(in) * 2;
+    for (const void* kernel : {reinterpret_cast<const void*>(&gemv_fp8_mma_kernel<A, T, false, false>),
+                               reinterpret_cast<const void*>(&gemv_fp8_mma_kernel<A, T, true, false>),
+                               reinterpret_cast<const void*>(&gemv_fp8_mma_kernel<A, T, false, true>),
+                               reinterpret_cast<const void*>(&gemv_fp8_mma_kernel<A, T, true, true>)})
+      (void)resident_blocks(kernel, shared);
+  });
+}
+
+template <class A>
 void prepare_gemv_rms_norm(std::int64_t tokens, std::int64_t in) {
   if (tokens < 1 || tokens > gemv_max_tokens || in < 1 || rms_staged_bytes(tokens, in) > gemv_rms_norm_max_staged)
     return;
@@ -1790,6 +1821,7 @@ void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_
   template void gemv_fp8<A>(const std::uint8_t*, const float*, std::int64_t, std::int64_t, const A*, std::int64_t,     \
                             void*, bool, float, cudaStream_t);                                                         \
   template void prepare_gemv_rms_norm<A>(std::int64_t, std::int64_t);                                                  \
+  template void prepare_gemv_fp8<A>(std::int64_t, std::int64_t);                                                       \
   template void gemv_rms_norm<A>(const void*, const float*, std::int64_t, std::int64_t, const float*, std::int64_t,    \
                                  std::int64_t, const A*, float, std::int64_t, void*, bool, float, cudaStream_t);       \
   template void gemv_swiglu<A>(const void*, const float*, std::int64_t, std::int64_t, const A*, std::int64_t, void*,   \
