@@ -939,11 +939,22 @@ std::string cuda_engine::precision_note() const {
                                  "fp16 subnormals, below 2^-25 zero)";
   };
   const std::string activations = cat("; ", act, " activations between kernels, fp32 residual stream");
+  // The gemv's fp8 products (llm_kernels.cuh: gemv_fp8_on_tensor_cores), at one row for the three
+  // input widths a layer's products read.
+  bool gemv_mma = m->fp8;
+  for (const std::int64_t in : {m->c.hidden, m->c.q_dim(), m->c.intermediate})
+    gemv_mma = gemv_mma && k::gemv_fp8_on_tensor_cores(1, in);
+  const std::string gemv =
+      gemv_mma ? cat(" rows the own gemv kernel runs on tensor cores (each code pair converted exactly to an fp16 ",
+                     "pair, the ", act, " activations converted to fp16: exact from 2^-14 to 65504, saturated beyond; ",
+                     "fp32 products and accumulation, the scale applied to the sum; it widens the codes to fp32 in ",
+                     "registers instead where tokens x input width exceed a block's shared memory)")
+               : " rows the own gemv kernel widens the fp8 codes in registers (fp32 accumulation, scale applied to "
+                 "the sum)";
   if (m->fp8 && m->fp8_mma)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), ", act, " ",
-               parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(),
-               " rows the own gemv kernel widens the fp8 codes in registers (fp32 accumulation, scale applied to the ",
-               "sum); above, fp8 tensor-core products in cuBLASLt on the codes (fp32 accumulation), the activations ",
+               parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(), gemv,
+               "; above, fp8 tensor-core products in cuBLASLt on the codes (fp32 accumulation), the activations ",
                "quantised to e4m3 with one scale per token, the weight-row and token scales applied to the sums after (",
                act, " outputs rounded twice: the sum, then the scaled value",
                m->half ? "; the fp16 sums scaled down by a power of two in the product's alpha so that they fit fp16, "
@@ -952,9 +963,8 @@ std::string cuda_engine::precision_note() const {
                ")", tail);
   if (m->fp8)
     return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), ", act, " ",
-               parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(),
-               " rows the own gemv kernel widens the fp8 codes in registers (fp32 accumulation, scale applied to the ",
-               "sum); above, each projection is dequantised to a ", act, " scratch (code x scale rounded to ", act,
+               parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(), gemv,
+               "; above, each projection is dequantised to a ", act, " scratch (code x scale rounded to ", act,
                ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,
                " on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
   const std::string weights(dtype_name(m->o.weights));
