@@ -1137,8 +1137,9 @@ void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int ch
 // (and 4j + 2, 4j + 3) of thread t's chunk, and B the same k of x, which the block stages in
 // shared memory as fp16 [T][in] first (the 16-bit input converted, or rms_norm of the fp32 rows
 // as gemv_rms_norm forms it, then converted). Two groups of mma_gemv_unroll steps of loads in
-// flight per thread: 16 loads of 16 bytes, the CUDA-core gemv's 8 twice over (fewer warps per SM
-// here: 16 rows a block against its 16 x 8).
+// flight per thread (12 loads of 16 bytes), at most 80 registers so that three blocks (24 warps)
+// stay resident per SM: on the H200 at batch 1, fp8 step 3.04 ms with four steps a group at two
+// blocks per SM, 2.86 with three at three, 2.98 with two at four (docs/perf/2026-11-30-vit-persistent.md).
 //
 // Numerics: the products are exact in fp32 (fp16 x fp16) and summed in fp32, as the CUDA-core
 // gemv does in another order; what differs is x: a bf16 activation becomes fp16 exactly for
@@ -1147,7 +1148,7 @@ void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int ch
 // the engine's quality figures compare the outputs with bf16 weights).
 constexpr int mma_gemv_rows = 16;
 constexpr int mma_gemv_step = 64;  // k per step and per row
-constexpr int mma_gemv_unroll = 4;
+constexpr int mma_gemv_unroll = 3;
 
 // The fp16 pair of two e4m3 codes (the low byte first), as the mma's A or B register.
 __device__ __forceinline__ unsigned fp16_pair_of_codes(unsigned two_codes) {
@@ -1191,7 +1192,7 @@ __device__ __forceinline__ void load_code_steps(uint4 (&lo)[U], uint4 (&hi)[U], 
 // staging x once and then taking tiles blockIdx.x, + gridDim.x, ...; the loads run one group of
 // steps ahead across the end of a tile into the next one's first.
 template <class A, int T, bool F32, bool Norm>
-__global__ void __launch_bounds__(gemv_split_threads)
+__global__ void __launch_bounds__(gemv_split_threads, 3)
     gemv_fp8_mma_kernel(const std::uint8_t* __restrict__ w, const float* __restrict__ scales, int out_rows, int in,
                         int slice, int tiles, const A* __restrict__ x16, const float* __restrict__ x32,
                         std::int64_t in_stride, std::int64_t in_offset, const A* __restrict__ norm_weight, float eps,
