@@ -1129,8 +1129,9 @@ void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int ch
 // mma.sync m16n8k16 with fp32 accumulation, the tokens as its 8 columns (1..4 used): ~0.8
 // instructions a weight byte.
 //
-// A block takes 16 output rows (one m16 tile); its 8 warps split the row's k into slices of whole
-// 64-wide steps, summed in shared memory in warp order (deterministic). Per step a thread loads 16
+// A block takes tiles of 16 output rows (one m16 tile each); its 8 warps split a tile's k into
+// slices of whole 64-wide steps, summed in shared memory in warp order (deterministic). Per step a
+// thread loads 16
 // codes (16 bytes) of its rows g and g + 8 (g = lane / 4) at k + 16 (lane % 4): the four threads
 // of a row read 64 contiguous bytes. The mma's k order is free as long as A and B agree, so
 // instruction j of a step gives A's k slots 2t, 2t + 1 (and 2t + 8, 2t + 9) the codes 4j, 4j + 1
@@ -1139,7 +1140,8 @@ void launch_gemv_swiglu(const void* w, const float* scales, int out_rows, int ch
 // as gemv_rms_norm forms it, then converted). Two groups of mma_gemv_unroll steps of loads in
 // flight per thread (12 loads of 16 bytes), at most 80 registers so that three blocks (24 warps)
 // stay resident per SM: on the H200 at batch 1, fp8 step 3.04 ms with four steps a group at two
-// blocks per SM, 2.86 with three at three, 2.98 with two at four (docs/perf/2026-11-30-vit-persistent.md).
+// blocks per SM, 2.86 with three at three, 2.98 with two at four
+// (docs/perf/2026-11-30-vit-persistent.md).
 //
 // Numerics: the products are exact in fp32 (fp16 x fp16) and summed in fp32, as the CUDA-core
 // gemv does in another order; what differs is x: a bf16 activation becomes fp16 exactly for
