@@ -144,11 +144,11 @@ __global__ void __launch_bounds__(block_size, 1)
   const int wg = tid / threads, thread = tid % threads, warp = thread / 32, lane = thread % 32;
   const int g = lane / 4;
   const int tokens = p.tokens;
-  // Keys: `tiles` resident tiles (the last one partial and masked where no short tail follows
+  // Keys: `key_tiles` resident tiles (the last one partial and masked where no short tail follows
   // it), then `tail` keys folded in on CUDA cores. Query rows: a tile of up to 64 per warpgroup up
   // to 256, then `tail_rows` on CUDA cores.
   const int tail = sm90::short_tail(tokens, tail_keys);
-  const int tiles = (tokens - tail + tile_k - 1) / tile_k;
+  const int key_tiles = (tokens - tail + tile_k - 1) / tile_k;
   const int query_tiles = (min(tokens, resident_rows) + tile_q - 1) / tile_q;
   const int tail_rows = max(tokens - resident_rows, 0);
   const unsigned base = smem_addr(smem), full = base + L::full;
@@ -195,15 +195,15 @@ __global__ void __launch_bounds__(block_size, 1)
   float* const scratch = reinterpret_cast<float*>(smem + L::scratch + wg * L::scratch_bytes);
   const std::int64_t width = 3 * static_cast<std::int64_t>(p.hidden);
 
-  int k = 0;
-  for (int item = first; item < p.items; item += step, ++k) {
-    const int b = k & 1;
+  int nth = 0;
+  for (int item = first; item < p.items; item += step, ++nth) {
+    const int b = nth & 1;
     unsigned char* const buf = smem + b * L::buffer;
     const unsigned buf_addr = base + static_cast<unsigned>(b) * L::buffer;
     const unsigned q_addr = buf_addr + L::q + static_cast<unsigned>(wg) * (tile_q * 128);
     const auto k_addr = [&](int j) { return buf_addr + L::k + static_cast<unsigned>(j) * (tile_k * 128); };
     const auto v_addr = [&](int j) { return buf_addr + L::v + static_cast<unsigned>(j) * (tile_k * 128); };
-    tma::barrier_wait(full + 8 * b, static_cast<unsigned>((k >> 1) & 1));
+    tma::barrier_wait(full + 8 * b, static_cast<unsigned>((nth >> 1) & 1));
 
     // The resident tiles, as the wgmma kernel's loop runs them (overlapped_step; the comments
     // there and in the wgmma kernel say why each fence and wait is where it is), with nothing to
@@ -240,9 +240,9 @@ __global__ void __launch_bounds__(block_size, 1)
     const auto rescale_o = [&] {  // for P V of tile j + 1
       if (moved) scale_rows(st.o, a_lo, a_hi);
     };
-    for (int j = 0; j + 1 < tiles; ++j)
+    for (int j = 0; j + 1 < key_tiles; ++j)
       sm90::overlapped_step<A, D>(s, st.o, q_addr, k_addr(j + 1), j, add_pv, softmax, rescale_o, pack);
-    add_pv(tiles - 1);
+    add_pv(key_tiles - 1);
     wgmma::wait<0>();
     wgmma::fence_operands(st.o);
 
@@ -255,8 +255,8 @@ __global__ void __launch_bounds__(block_size, 1)
       store_rows<D, D>(st, p.out + (row0 + wg * tile_q) * p.hidden + head * D, p.hidden, my_first, rows, lane);
     }
     if (tail_rows > 0) {
-      // Rows 256 + e with e = (wg - k) mod 4, + 4, ...: item k's first tail row to warpgroup k % 4.
-      const int e0 = (wg - k) & (warpgroups - 1);
+      // Rows 256 + e with e = (wg - nth) mod 4, + 4, ...: item nth's first tail row to warpgroup nth % 4.
+      const int e0 = (wg - nth) & (warpgroups - 1);
       const int count = e0 < tail_rows ? (tail_rows - e0 + warpgroups - 1) / warpgroups : 0;
       if (count > 0) {
         const resident_key_rows kv{buf + L::k, buf + L::v, buf + L::tail_k, buf + L::tail_v, tokens - tail};
@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(block_size, 1)
     }
 
     // The warpgroup is done with buffer b: its products waited for above, its reads before the
-    // barrier. The last of the item's warpgroups to arrive loads item k + 2 into it. The counter
+    // barrier. The last of the item's warpgroups to arrive loads item nth + 2 into it. The counter
     // only grows (every participants-th arrival is an item's last), so nobody resets it while
     // another warpgroup may be arriving for the next item.
     warpgroup_sync(wg);
@@ -324,14 +324,14 @@ void launch(const A* qkv, A* out, std::int64_t images, std::int64_t tokens, std:
             cudaStream_t stream, int max_blocks) {
   allow_dynamic_shared(reinterpret_cast<const void*>(attention_kernel<A>), layout::bytes);
   const std::int64_t hidden = heads * head_dim, items = images * heads;
-  const CUtensorMap tiles = qkv_map(qkv, images, tokens, 3 * hidden, resident_rows, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tail = qkv_map(qkv, images, tokens, 3 * hidden, tail_keys, CU_TENSOR_MAP_SWIZZLE_NONE);
+  const CUtensorMap tiles_map = qkv_map(qkv, images, tokens, 3 * hidden, resident_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tail_map = qkv_map(qkv, images, tokens, 3 * hidden, tail_keys, CU_TENSOR_MAP_SWIZZLE_NONE);
   const int sms = device_multiprocessors();
   const int blocks = max_blocks > 0 ? std::min(max_blocks, sms) : sms;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(items, blocks));
   const image_heads<A> p{qkv, out, static_cast<int>(tokens), static_cast<int>(heads), static_cast<int>(hidden),
                          static_cast<int>(items)};
-  itera::kernels::launch(attention_kernel<A>, grid, block_size, layout::bytes, stream, tiles, tail, p,
+  itera::kernels::launch(attention_kernel<A>, grid, block_size, layout::bytes, stream, tiles_map, tail_map, p,
                          scale * 1.4426950408889634f);
 }
 
