@@ -60,6 +60,12 @@ bool env_switch(const char* name, bool unset) {
   throw usage_error(std::string(name) + "='" + v + "': give 1 (on) or 0 (off), or leave it unset");
 }
 
+bool overridable_switch::on() {
+  if (const int forced = m_forced.load(std::memory_order_relaxed); forced >= 0) return forced == 1;
+  std::call_once(m_read, [this] { m_from_env = env_switch(m_name, m_unset); });
+  return m_from_env;
+}
+
 void allow_dynamic_shared(const void* kernel, std::size_t bytes) {
   static std::mutex mutex;
   static std::set<std::tuple<int, const void*, std::size_t>> done;

@@ -14,7 +14,10 @@
 // the stage table. Launches are plain on GPUs before sm_90 either way.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
+#include <mutex>
+#include <optional>
 #include <utility>
 
 #include "itera/cuda/check.hpp"
@@ -45,6 +48,22 @@ bool programmatic_launch_enabled();
 // An on/off environment switch of the kernels (ITERA_LLM_PDL, ITERA_ATTENTION_WGMMA,
 // ITERA_LLM_WIDE_DECODE): 1 on, 0 off, unset or empty `unset`; anything else a usage_error.
 bool env_switch(const char* name, bool unset);
+// An env_switch that a test may override for the process: on() is the override where one is set,
+// else the environment's choice (read once); override(std::nullopt) gives that back. For the
+// kernel choices tests pin both ways (ITERA_VIT_ATTENTION_PERSISTENT, ITERA_LLM_FP8_MMA_GEMV).
+class overridable_switch {
+ public:
+  constexpr overridable_switch(const char* name, bool unset) : m_name(name), m_unset(unset) {}
+  bool on();
+  void override(std::optional<bool> on) { m_forced.store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed); }
+
+ private:
+  const char* m_name;
+  bool m_unset;
+  std::atomic<int> m_forced{-1};  // -1: none
+  std::once_flag m_read;
+  bool m_from_env = false;
+};
 // The current device is compute capability 9.0 and this binary holds sm_90a code (built with 90a
 // among the CUDA architectures: ITERA_CUDA_SM90A), so kernels using wgmma may run. Which attention
 // kernel runs: attention_choice.hpp.

@@ -14,7 +14,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -1166,13 +1165,10 @@ __device__ __forceinline__ uint4 fp16_chunk(const uint4& v) {
   } else {
     float f[8];
     unpack8<A>(v, f);
+    const auto sat = [](float x) { return fminf(fmaxf(x, -65504.0f), 65504.0f); };
     unsigned w[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const __half2 h = __floats2half2_rn(fminf(fmaxf(f[2 * j], -65504.0f), 65504.0f),
-                                          fminf(fmaxf(f[2 * j + 1], -65504.0f), 65504.0f));
-      w[j] = *reinterpret_cast<const unsigned*>(&h);
-    }
+    for (int j = 0; j < 4; ++j) w[j] = pack2<fp16>(sat(f[2 * j]), sat(f[2 * j + 1]));
     return make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
@@ -1288,18 +1284,13 @@ __global__ void __launch_bounds__(gemv_split_threads, 3)
 }
 
 // ITERA_LLM_FP8_MMA_GEMV=0 keeps the CUDA-core products (A/B runs); a test may override it.
-std::atomic<int> fp8_mma_gemv_override{-1};
-bool fp8_mma_gemv_enabled() {
-  if (const int o = fp8_mma_gemv_override.load(); o >= 0) return o == 1;
-  static const bool on = env_switch("ITERA_LLM_FP8_MMA_GEMV", true);
-  return on;
-}
+overridable_switch fp8_mma_gemv_switch{"ITERA_LLM_FP8_MMA_GEMV", true};
 
 // Whether the tensor-core path takes an fp8 product: the switch, a device with fp8 conversions in
 // hardware (compute capability 8.9 and later), whole 64-wide steps, x within the shared memory a
 // block gets without opting in.
 bool fp8_mma_gemv_takes(std::int64_t tokens, std::int64_t in) {
-  return fp8_mma_gemv_enabled() && tokens >= 1 && tokens <= gemv_max_tokens && in % mma_gemv_step == 0 &&
+  return fp8_mma_gemv_switch.on() && tokens >= 1 && tokens <= gemv_max_tokens && in % mma_gemv_step == 0 &&
          static_cast<std::size_t>(tokens * in) * 2 <= static_cast<std::size_t>(gemv_rms_norm_max_staged) &&
          device_compute_major() * 10 + device_compute_minor() >= 89;
 }
@@ -1659,9 +1650,7 @@ void gemv_fp8(const std::uint8_t* w, const float* scales, std::int64_t out_rows,
 
 bool gemv_fp8_on_tensor_cores(std::int64_t tokens, std::int64_t in) { return fp8_mma_gemv_takes(tokens, in); }
 
-void override_gemv_fp8_on_tensor_cores(std::optional<bool> on) {
-  fp8_mma_gemv_override.store(on ? (*on ? 1 : 0) : -1);
-}
+void override_gemv_fp8_on_tensor_cores(std::optional<bool> on) { fp8_mma_gemv_switch.override(on); }
 
 bool gemv_rms_norm_supported(std::int64_t tokens, std::int64_t in, const void* w, const float* x,
                              const void* norm_weight, bool fp8) {

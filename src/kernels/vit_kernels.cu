@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -293,7 +292,7 @@ bool persistent_takes(const bf16* qkv, const bf16* out, std::int64_t images, std
 }
 
 // -1: the environment decides; otherwise 0 or 1, as a test asked.
-std::atomic<int> persistent_override{-1};
+overridable_switch persistent_switch{"ITERA_VIT_ATTENTION_PERSISTENT", true};
 
 template <int D>
 void run_tensor_core_attention(const bf16* qkv, bf16* out, std::int64_t images, std::int64_t tokens,
@@ -454,16 +453,9 @@ void attention_persistent(const bf16* qkv, bf16* out, std::int64_t images, std::
   flash::persistent::launch(qkv, out, images, tokens, heads, scale, stream, max_blocks);
 }
 
-bool attention_persistent_enabled() {
-  const int forced = persistent_override.load(std::memory_order_relaxed);
-  if (forced >= 0) return forced == 1;
-  static const bool allowed = env_switch("ITERA_VIT_ATTENTION_PERSISTENT", true);
-  return allowed;
-}
+bool attention_persistent_enabled() { return persistent_switch.on(); }
 
-void override_attention_persistent(std::optional<bool> on) {
-  persistent_override.store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed);
-}
+void override_attention_persistent(std::optional<bool> on) { persistent_switch.override(on); }
 
 bool attention_on_tensor_cores(std::int64_t head_dim, std::int64_t images, std::int64_t heads) {
   if (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 72 && head_dim != 80 && head_dim != 128)
