@@ -26,6 +26,7 @@
 #include "src/cuda/text.hpp"
 #include "src/kernels/common.cuh"
 #include "src/kernels/launch.cuh"
+#include "src/kernels/llm_formulas.cuh"
 #include "src/kernels/mma.cuh"
 #include "workloads/llm/weights.hpp"
 
@@ -78,18 +79,6 @@ __global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values
   float* out = x + static_cast<std::int64_t>(rows[i]) * hidden;
   for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) out[j] = __bfloat162float(in[j]);
 }
-
-// The formulas of rms_norm and swiglu, shared with the fused gemv kernels so both round alike.
-// rms_norm's scale from a row's sum of squares, and one element of its output.
-__device__ __forceinline__ float rms_scale(float sum_squares, std::int64_t hidden, float eps) {
-  return rsqrtf(sum_squares / static_cast<float>(hidden) + eps);
-}
-template <class A>
-__device__ __forceinline__ A rms_apply(float weight, float value, float scale) {
-  return from_float<A>(weight * (value * scale));
-}
-// SwiGLU before its rounding to A: silu(g) * u.
-__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 constexpr int rms_threads = 512;
 constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers between the two passes
@@ -154,16 +143,6 @@ __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, 
   return static_cast<std::int64_t>(start[*seq]) + t % per_seq;
 }
 
-// A value as the cache of element C stores it: bf16 or fp16 rounded to nearest even, or the e4m3
-// code (nearest even, saturating at +-448: a finite value never becomes NaN).
-template <class C>
-__device__ __forceinline__ C to_cache(float v) {
-  if constexpr (sizeof(C) == 2)
-    return from_float<C>(v);
-  else
-    return static_cast<fp8_code>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
-
 // Grid (row, slice): the row's work items, (heads + kv_heads) * half rotations then kv_dim value
 // copies, spread over the slices' threads, one item per thread when the grid covers the row.
 // A: the rows' element; C: the cache's (A or an fp8 code); keep_rows: the rotated k (and a biased
@@ -214,15 +193,6 @@ __global__ void bias_rope_store_kernel(A* qkv, const A* bias, const float* inv_f
       if (keep_rows && bias) row[q_dim + kv_dim + v_idx] = from_float<A>(v);
     }
   }
-}
-
-// A cache element as float: the 16-bit types through to_float, an fp8 e4m3 code exactly through fp16.
-template <class C>
-__device__ __forceinline__ float cache_value(C v) {
-  if constexpr (std::is_same_v<C, fp8_code>)
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
-  else
-    return to_float(v);
 }
 
 // A: the element of q and the output; C: the element K and V are read in. from_rows (a prefill,

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 namespace itera::kernels::llm {
@@ -252,6 +253,58 @@ void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_
 template <class A>
 void dequantise_fp8(const std::uint8_t* codes, const float* scales, std::int64_t rows, std::int64_t cols, A* out,
                     cudaStream_t stream);
+
+// Every layer of a batch-1 decode step in one persistent kernel (llm_decode_step.cu says how):
+// one block per SM whose producer warp streams every product's weights through shared memory
+// while its consumer warps compute, behind grid-wide barriers, what the per-layer kernels compute
+// (the fused norm products, bias and RoPE with the cache store, the decode attention, SwiGLU). The
+// embedding before it and the final norm, LM head and argmax after it stay separate kernels.
+// Per layer, device pointers: the projections as the gemv takes them (fp8 codes with row scales,
+// or 16-bit of A), the qkv bias (A, or null), the two norms' weights (A), and the layer's K and V
+// caches of the single sequence.
+struct decode_layer {
+  const void* wqkv = nullptr;
+  const float* sqkv = nullptr;
+  const void* bqkv = nullptr;
+  const void* wo = nullptr;
+  const float* so = nullptr;
+  const void* wgu = nullptr;
+  const float* sgu = nullptr;
+  const void* wdown = nullptr;
+  const float* sdown = nullptr;
+  const void* input_norm = nullptr;
+  const void* post_norm = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+};
+struct decode_step_shape {
+  std::int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, max_context = 0;
+  bool fp8_weights = false;
+  kv_storage kv = kv_storage::bf16;
+  float eps = 0, scale = 0;  // the norms' epsilon; the attention's score scale
+};
+// Why the kernel does not take a shape on the current device (or ITERA_LLM_DECODE_STEP=0, or fp8
+// weights without ITERA_LLM_DECODE_STEP_FP8=1: slower there, measured), empty when it does; a test
+// may override both switches (std::nullopt: the environment's choice again).
+std::string decode_step_refusal(const decode_step_shape& s);
+void override_decode_step(std::optional<bool> on);
+// Device memory decode_step needs beside its operands (the attention's split states and the
+// barrier counter); 0 for a shape it does not take.
+std::size_t decode_step_workspace_bytes(const decode_step_shape& s);
+// Sets the kernel's shared memory attribute and checks a block fits an SM: before capture.
+template <class A>
+void prepare_decode_step(const decode_step_shape& s);
+// layers: a device array of s.layers entries. x: the fp32 residual [hidden], in (after the
+// embedding) and out (before the final norm). qkv, attn, gate_up: scratch of A as the per-layer
+// kernels use them. start: the sequence's length before the step (its new position), as
+// bias_rope_store reads it. workspace: decode_step_workspace_bytes. Throws std::invalid_argument
+// for a shape decode_step_refusal names.
+// With ITERA_LLM_DECODE_STEP_TRACE=1, block 0's time in each phase of the last launch, averaged
+// over the layers (a table, for tuning); empty otherwise.
+std::string decode_step_trace();
+template <class A>
+void decode_step(const decode_layer* layers, const decode_step_shape& s, float* x, A* qkv, A* attn, A* gate_up,
+                 const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream);
 
 // length[i] = min(length[i] + by, limit) for i < count. The limit keeps a free slot (which
 // decodes a throwaway token each step it sits inside the batch) writing inside its cache; the

@@ -40,6 +40,7 @@
 #include "itera/cuda/cuda_backend.hpp"
 #include "tests/support/cuda_test.hpp"
 #include "tests/support/numeric_error.hpp"
+#include "src/kernels/llm_kernels.cuh"
 #include "workloads/llm/llm_cuda.hpp"
 #endif
 
@@ -1241,6 +1242,7 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
                 us > 0 ? mb * 1e6 / (us * 1e3) : 0.0);
   }
   std::printf("  %-30s %6s %12.2f\n", "sum of top-level stages", "", total_us);
+  std::printf("%s", itera::kernels::llm::decode_step_trace().c_str());  // ITERA_LLM_DECODE_STEP_TRACE=1
 }
 
 TEST_F(llm_cuda, prefill_timing_llama_3_1_8b_shape) {

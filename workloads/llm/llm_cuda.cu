@@ -129,6 +129,11 @@ struct cuda_engine::impl {
   // the compute type: the vision encoder's), for the next prefill.
   device_buffer input_rows, input_host_values;
   const bf16* input_values = nullptr;
+  // Batch 1: the step's layers in one kernel (k::decode_step) where it takes the shape.
+  k::decode_step_shape step_shape;
+  bool step_kernel = false;
+  device_buffer step_layers, step_workspace;
+  std::vector<k::decode_layer> step_layers_uploaded;
   std::int64_t inputs = 0;
 
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>, gemm_plan> plans;
@@ -247,6 +252,19 @@ struct cuda_engine::impl {
     ITERA_CUDA_CHECK(cudaMemset(next.data(), 0, next.bytes()));
     held.assign(static_cast<std::size_t>(o.batch), 0);
     busy.assign(static_cast<std::size_t>(o.batch), false);
+    if (o.batch == 1) {
+      step_shape = {c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate, o.max_context, fp8, shape.kv,
+                    static_cast<float>(c.rms_norm_eps), attention_scale};
+      step_kernel = k::decode_step_refusal(step_shape).empty();
+      if (step_kernel) {
+        step_layers = dev.allocate(static_cast<std::uint64_t>(c.layers) * sizeof(k::decode_layer));
+        step_workspace = dev.allocate(k::decode_step_workspace_bytes(step_shape));
+        if (half)
+          k::prepare_decode_step<fp16>(step_shape);
+        else
+          k::prepare_decode_step<bf16>(step_shape);
+      }
+    }
     ITERA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_ids),
                                    static_cast<std::size_t>((o.max_context + 1) * o.batch) * sizeof(std::int32_t),
                                    cudaHostAllocDefault));
@@ -546,6 +564,32 @@ struct cuda_engine::impl {
 
   std::uint64_t kv_element_bytes() const { return kv8 ? 1 : 2; }
 
+  // The layers' pointers as decode_step reads them, uploaded when they changed (never under
+  // capture: capture() uploads them first).
+  template <class A>
+  void upload_step_layers() {
+    std::vector<k::decode_layer> layers(static_cast<std::size_t>(c.layers));
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      const auto& lo = layer_off[static_cast<std::size_t>(l)];
+      auto& d = layers[static_cast<std::size_t>(l)];
+      const auto at = [&](const matrix& m, const void*& w, const float*& sc) { w = m.w, sc = m.scales; };
+      at(projection(lo.wqkv, lo.sqkv), d.wqkv, d.sqkv);
+      at(projection(lo.wo, lo.so), d.wo, d.so);
+      at(projection(lo.wgu, lo.sgu), d.wgu, d.sgu);
+      at(projection(lo.wdown, lo.sdown), d.wdown, d.sdown);
+      d.bqkv = c.attention_bias ? w_at<A>(lo.bqkv) : nullptr;
+      d.input_norm = w_at<A>(lo.input_norm);
+      d.post_norm = w_at<A>(lo.post_norm);
+      d.k_cache = cache_at(k_cache, l, 0);
+      d.v_cache = cache_at(v_cache, l, 0);
+    }
+    const auto same = [](const k::decode_layer& a, const k::decode_layer& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+    if (std::equal(layers.begin(), layers.end(), step_layers_uploaded.begin(), step_layers_uploaded.end(), same)) return;
+    ITERA_CUDA_CHECK(cudaMemcpy(step_layers.data(), layers.data(), layers.size() * sizeof(k::decode_layer),
+                                cudaMemcpyHostToDevice));
+    step_layers_uploaded = std::move(layers);
+  }
+
   // The cache of layer l from slot `first` on.
   void* cache_at(const device_buffer& cache, std::int64_t l, std::int64_t first) const {
     const std::int64_t elements = (l * o.batch + first) * c.kv_heads * o.max_context * c.head_dim;
@@ -593,7 +637,20 @@ struct cuda_engine::impl {
       k::embed(ids, w_at<A>(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
       if (prefill && inputs > 0) k::scatter_rows(input_rows.as<std::int32_t>(), input_values, x.as<float>(), inputs, hidden, s);
     }
-    for (std::int64_t l = 0; l < c.layers; ++l) {
+    const bool whole_step = step_kernel && !prefill && rows == 1;
+    if (whole_step) {
+      // Every layer in one kernel; its scope declares every layer's weights and the cache it reads.
+      stage st(rec, "layers");
+      const double layer_bytes = pbytes(qkv_width, hidden) + pbytes(hidden, c.q_dim()) + pbytes(2 * inter, hidden) +
+                                 pbytes(hidden, inter) + wbytes(2 * hidden + (c.attention_bias ? qkv_width : 0));
+      st.read(static_cast<double>(c.layers) * (layer_bytes + cache_bytes));
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      ITERA_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+      if (capturing == cudaStreamCaptureStatusNone) upload_step_layers<A>();
+      k::decode_step(static_cast<const k::decode_layer*>(step_layers.data()), step_shape, x.as<float>(), qkv.as<A>(),
+                     attn.as<A>(), gate_up.as<A>(), inv_freq.as<float>(), lens, step_workspace.data(), s);
+    }
+    for (std::int64_t l = 0; !whole_step && l < c.layers; ++l) {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
       {
         stage block(rec, "attention_block");
@@ -761,6 +818,12 @@ struct cuda_engine::impl {
         else
           k::prepare_gemv_fp8<bf16>(rows, in);
       }
+    if (step_kernel && rows == 1) {
+      if (half)
+        upload_step_layers<fp16>();
+      else
+        upload_step_layers<bf16>();
+    }
     const cudaStream_t s = dev.stream();
     ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {

@@ -1,0 +1,837 @@
+// Every layer of a batch-1 decode step in one persistent kernel (llm_kernels.cuh: decode_step).
+//
+// Why. At batch 1 a step reads ~15 GB of weights once, and the per-layer kernels (fused norm and
+// product, RoPE, attention, products) each pay a launch, a ramp to full bandwidth and a tail: on
+// the H200 ~25 us a layer over what the bytes take at the copy ceiling (docs/perf). Here the
+// weights never wait on the arithmetic: one producer warp per SM streams its share of every
+// product's rows, layer after layer, into a ring of shared-memory slots with the bulk copy engine
+// (cp.async.bulk, one contiguous run of whole rows a slot), while the consumer warps wait only for
+// what really depends on the step: the vector a product multiplies, behind a grid-wide barrier.
+// While the consumers sit at a barrier the ring keeps filling, so DRAM stays busy across it.
+//
+// Work. gridDim.x = G blocks, one per SM (resident together: the launch checks it), each of
+// step_consumers consumer warps and one producer warp. Per layer, phases with a grid barrier
+// after each:
+//   qkv      x_s = rms_norm(x, input_norm); qkv = x_s Wqkv^T (rounded to A)
+//   attend   (kv head, split) items: q of the head's group and, in the item holding the new
+//            position, k and v from qkv (bias added, RoPE, as bias_rope_store rounds them); k and
+//            v stored into the cache; the split's online-softmax state into `part`
+//   merge    per query head, the splits' states merged in split order into attn (A)
+//   o        x += attn Wo^T
+//   gate_up  x_s = rms_norm(x, post_norm); gate_up = x_s Wgu^T (A)
+//   down     x_s = A(silu(gate) * up); x += x_s Wdown^T
+// A product's rows are cut into tiles of as many whole rows as fit a slot (slot_bytes), dealt to
+// the blocks round-robin (tile t to block t % G), so the producer and the consumers of a block
+// walk the same list of tiles. Within a tile each consumer thread takes 16-byte chunks
+// tid, tid + 256, ... of every row (x_s read from shared memory), each warp sums its lanes, and
+// the warps' sums of the block's rows are added in warp order at the phase's end: the results
+// do not change from run to run.
+//
+// Data the kernel itself writes (x, qkv, part, attn, gate_up) is read with ld.global.cg (L2, not a
+// possibly stale L1 line) after the barrier that orders it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "itera/cuda/check.hpp"
+#include "src/kernels/common.cuh"
+#include "src/kernels/launch.cuh"
+#include "src/kernels/llm_formulas.cuh"
+#include "src/kernels/llm_kernels.cuh"
+#include "src/kernels/mma.cuh"
+#include "src/kernels/tma.cuh"
+
+// For sm_80/89 (the release build's other architectures) the kernel body is a trap, which leaves
+// its helpers unreferenced there: nvcc's "declared but never referenced" is expected.
+#pragma nv_diag_suppress 177
+
+namespace itera::kernels::llm {
+namespace {
+
+constexpr int step_consumers = 8;  // consumer warps
+constexpr int consumer_threads = step_consumers * 32;
+constexpr int step_threads = consumer_threads + 32;  // + the producer warp
+constexpr int slot_bytes = 32 * 1024;
+constexpr int slots = 5;
+constexpr int step_head_dim = 128;  // the attention's lane layout: 4 dims a lane
+constexpr int max_group = 8;        // query heads per kv head
+constexpr int max_tile_rows = 8;    // rows a tile holds at most (the consumers' accumulators)
+constexpr int part_stride = step_head_dim + 2;  // a split's state of one head: acc[HD], m, l
+
+// One weight phase's geometry (host-computed): rows of `in` inputs, `row_bytes` each, tiles of
+// tile_rows rows.
+struct phase_geometry {
+  int rows = 0, in = 0, row_bytes = 0, tile_rows = 0, tiles = 0;
+};
+enum phase_index { p_qkv = 0, p_o = 1, p_gate_up = 2, p_down = 3, weight_phases = 4 };
+
+struct step_params {
+  const decode_layer* layers;
+  int layers_count, hidden, heads, kv_heads, group, intermediate, max_context, splits;
+  int red_rows;  // capacity of the consumers' per-warp row sums
+  float eps, scale_log2;
+  phase_geometry geo[weight_phases];
+  float* x;
+  void* qkv;
+  void* attn;
+  void* gate_up;
+  const float* inv_freq;
+  const std::int32_t* start;
+  float* part;
+  unsigned* counter;     // the grid barrier's, then one per kv head (the attention's arrivals)
+  unsigned long long* trace;  // null, or [layers][trace_marks] globaltimer stamps of block 0
+};
+constexpr int trace_marks = 16;
+
+// Dynamic shared memory: the ring, then x_s (the vector of the phase, of A; the attention's
+// scratch reuses it), the warps' row sums, the barriers.
+struct step_layout {
+  std::size_t ring = 0, xs = 0, red = 0, bars = 0, bytes = 0;
+};
+step_layout layout_for(std::int64_t xs_bytes, int red_rows) {
+  step_layout l;
+  l.ring = 0;
+  l.xs = static_cast<std::size_t>(slots) * slot_bytes;
+  l.red = l.xs + (static_cast<std::size_t>(xs_bytes) + 15) / 16 * 16;
+  l.bars = l.red + static_cast<std::size_t>(step_consumers) * red_rows * 4;
+  l.bars = (l.bars + 15) / 16 * 16;
+  l.bytes = l.bars + 2 * slots * 8 + 64 * 4;  // full, empty, and 64 floats of scratch
+  return l;
+}
+
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(consumer_threads) : "memory"); }
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Every block's writes before it are visible to every block after it. Consumers only (the
+// producer never waits on one); `target` = barriers passed so far x G.
+__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+  __threadfence();
+  consumer_sync();
+  if (threadIdx.x == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    while (load_acquire(counter) < target) {
+    }
+  }
+  consumer_sync();
+}
+
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 ldcg4(const void* p) { return __ldcg(static_cast<const uint4*>(p)); }
+
+// qkv[col] (this kernel wrote it: read from L2) plus the bias, as bias_rope_store adds them.
+template <class A>
+__device__ __forceinline__ float load_activation(const A* qkv, const A* bias, int col) {
+  const unsigned short raw = __ldcg(reinterpret_cast<const unsigned short*>(qkv) + col);
+  float v;
+  if constexpr (is_fp16<A>)
+    v = __half2float(__ushort_as_half(raw));
+  else
+    v = __bfloat162float(__ushort_as_bfloat16(raw));
+  return v + (bias ? to_float(bias[col]) : 0.0f);
+}
+
+// Four consecutive cache elements widened to fp32 (8 bytes of a 16-bit cache, 4 of an fp8 one).
+template <class C>
+__device__ __forceinline__ void load4_cache(const C* p, float* f) {
+  if constexpr (sizeof(C) == 2)
+    unpack4<C>(*reinterpret_cast<const uint2*>(p), f);
+  else
+    unpack4_fp8(*reinterpret_cast<const unsigned*>(p), f);
+}
+
+// The ring's position, walked alike by the producer and every consumer warp.
+struct ring_cursor {
+  int slot = 0;
+  unsigned pass = 0;
+  __device__ void next() {
+    if (++slot == slots) slot = 0, ++pass;
+  }
+};
+
+__device__ __forceinline__ const void* phase_weights(const decode_layer& L, int p) {
+  return p == p_qkv ? L.wqkv : p == p_o ? L.wo : p == p_gate_up ? L.wgu : L.wdown;
+}
+
+// The producer: every tile of every weight phase of every layer, in the consumers' order.
+template <bool FP8W>
+__device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty) {
+  ring_cursor rc;
+  for (int layer = 0; layer < p.layers_count; ++layer) {
+    const decode_layer& L = p.layers[layer];
+    for (int ph = 0; ph < weight_phases; ++ph) {
+      const phase_geometry g = p.geo[ph];
+      const auto* w = static_cast<const unsigned char*>(phase_weights(L, ph));
+      for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
+        const int rows = min(g.tile_rows, g.rows - t * g.tile_rows);
+        const unsigned bytes = static_cast<unsigned>(rows * g.row_bytes);
+        tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
+        tma::barrier_expect_bytes(full + 8 * rc.slot, bytes);
+        bulk_copy(ring + rc.slot * slot_bytes, w + static_cast<std::size_t>(t) * g.tile_rows * g.row_bytes, bytes,
+                  full + 8 * rc.slot);
+        rc.next();
+      }
+    }
+  }
+}
+
+// A product phase on the consumers: x_s (A, g.in values) times the block's tiles; each row's sum
+// over its warps in warp order handed to store(row, sum) at the end.
+template <class A, bool FP8W, class Store>
+__device__ void consume_product(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
+                                unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows,
+                                const Store& store) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int chunks = g.row_bytes / 16;  // 16-byte chunks a row
+  int local = 0;                        // the block's rows so far in this phase
+  for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
+    const int rows = min(g.tile_rows, g.rows - t * g.tile_rows);
+    tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
+    const auto* tile = reinterpret_cast<const uint4*>(ring_ptr + rc.slot * slot_bytes);
+    float acc[max_tile_rows];
+#pragma unroll
+    for (int r = 0; r < max_tile_rows; ++r) acc[r] = 0.0f;
+    for (int c = tid; c < chunks; c += consumer_threads) {
+      float xf[FP8W ? 16 : 8];
+      if constexpr (FP8W) {
+        unpack8<A>(reinterpret_cast<const uint4*>(xs)[2 * c], xf);
+        unpack8<A>(reinterpret_cast<const uint4*>(xs)[2 * c + 1], xf + 8);
+      } else {
+        unpack8<A>(reinterpret_cast<const uint4*>(xs)[c], xf);
+      }
+#pragma unroll
+      for (int r = 0; r < max_tile_rows; ++r) {
+        if (r >= rows) break;
+        const uint4 wv = tile[r * chunks + c];
+        float wf[FP8W ? 16 : 8];
+        if constexpr (FP8W)
+          unpack16_fp8(wv, wf);
+        else
+          unpack8<A>(wv, wf);
+#pragma unroll
+        for (int j = 0; j < (FP8W ? 16 : 8); ++j) acc[r] = fmaf(wf[j], xf[j], acc[r]);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) tma::barrier_arrive(empty + 8 * rc.slot);  // this warp is done with the slot
+    rc.next();
+#pragma unroll
+    for (int r = 0; r < max_tile_rows; ++r) {
+      if (r >= rows) break;
+      const float s = warp_sum(acc[r]);
+      if (lane == 0) red[warp * red_rows + local + r] = s;
+    }
+    local += g.tile_rows;
+  }
+  consumer_sync();
+  // Row i of the block's: tile blockIdx.x + (i / tile_rows) G, row i % tile_rows of it.
+  for (int i = tid; i < local; i += consumer_threads) {
+    const int row = (static_cast<int>(blockIdx.x) + (i / g.tile_rows) * static_cast<int>(gridDim.x)) * g.tile_rows +
+                    i % g.tile_rows;
+    if (row >= g.rows) continue;
+    float s = red[i];
+#pragma unroll
+    for (int w = 1; w < step_consumers; ++w) s += red[w * red_rows + i];
+    store(row, s);
+  }
+}
+
+// x_s = rms_norm(x, weight) as A (rms_norm_kernel's rounding; the sum of squares in another
+// order). x and the weight are loaded together, x kept in registers: one round trip to L2 on the
+// path every block waits on (hidden <= 4 x 4 x 256 = 4096 values in registers; wider ones re-read).
+template <class A>
+__device__ void stage_norm(const float* x, const A* weight, float eps, int hidden, A* xs, float* scratch) {
+  constexpr int kept = 4;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int n4 = hidden / 4;
+  float4 xv[kept];
+  uint2 wv[kept];
+#pragma unroll
+  for (int i = 0; i < kept; ++i) {
+    const int c = tid + i * consumer_threads;
+    xv[i] = c < n4 ? __ldcg(reinterpret_cast<const float4*>(x) + c) : make_float4(0, 0, 0, 0);
+    wv[i] = c < n4 ? reinterpret_cast<const uint2*>(weight)[c] : make_uint2(0, 0);
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kept; ++i) ss += xv[i].x * xv[i].x + xv[i].y * xv[i].y + xv[i].z * xv[i].z + xv[i].w * xv[i].w;
+  for (int c = tid + kept * consumer_threads; c < n4; c += consumer_threads) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(x) + c);
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  ss = warp_sum(ss);
+  if (lane == 0) scratch[warp] = ss;
+  consumer_sync();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < step_consumers; ++w) total += scratch[w];
+  const float scale = rms_scale(total, hidden, eps);
+  const auto put = [&](int c, const float4& v, const uint2& w2) {
+    float wf[4];
+    unpack4<A>(w2, wf);
+    auto* o = reinterpret_cast<pair_of<A>*>(xs) + 2 * c;
+    o[0] = make_pair<A>(rms_apply<A>(wf[0], v.x, scale), rms_apply<A>(wf[1], v.y, scale));
+    o[1] = make_pair<A>(rms_apply<A>(wf[2], v.z, scale), rms_apply<A>(wf[3], v.w, scale));
+  };
+#pragma unroll
+  for (int i = 0; i < kept; ++i)
+    if (const int c = tid + i * consumer_threads; c < n4) put(c, xv[i], wv[i]);
+  for (int c = tid + kept * consumer_threads; c < n4; c += consumer_threads)
+    put(c, __ldcg(reinterpret_cast<const float4*>(x) + c), reinterpret_cast<const uint2*>(weight)[c]);
+  consumer_sync();  // also: scratch free again
+}
+
+// x_s = A(silu(gate) * up) from gate_up [gate | up] of A (swiglu_kernel's rounding). A thread's
+// chunks are loaded a batch at a time before any is used: one round trip to L2 a batch, where a
+// loop of load-then-use would wait on one per chunk.
+template <class A>
+__device__ void stage_swiglu(const A* gate_up, int intermediate, A* xs) {
+  constexpr int batch = 4;
+  const int tid = static_cast<int>(threadIdx.x), words = intermediate / 8;
+  const auto* g4 = reinterpret_cast<const uint4*>(gate_up);
+  for (int c0 = tid; c0 < words; c0 += batch * consumer_threads) {
+    uint4 g[batch], u[batch];
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int c = c0 + b * consumer_threads;
+      g[b] = c < words ? __ldcg(g4 + c) : make_uint4(0, 0, 0, 0);
+      u[b] = c < words ? __ldcg(g4 + words + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int c = c0 + b * consumer_threads;
+      if (c >= words) break;
+      float gf[8], uf[8];
+      unpack8<A>(g[b], gf);
+      unpack8<A>(u[b], uf);
+      unsigned w[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[j] = pack2<A>(silu_times(gf[2 * j], uf[2 * j]), silu_times(gf[2 * j + 1], uf[2 * j + 1]));
+      reinterpret_cast<uint4*>(xs)[c] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+  consumer_sync();
+}
+
+// The key range of a (kv head, split) item: [begin, end) of the sequence's keys at position pos.
+struct key_range {
+  int begin, end;
+};
+__device__ __forceinline__ key_range item_keys(const step_params& p, int split, int pos) {
+  const int keys = (pos < p.max_context ? pos : p.max_context - 1) + 1;
+  const int chunk = (keys + p.splits - 1) / p.splits;
+  const int begin = min(keys, split * chunk);
+  return {begin, min(keys, begin + chunk)};
+}
+
+// The block's item's cached K and V rows (positions before pos: nothing in this step writes them)
+// into L2, one bulk prefetch each, issued before the barrier the attention waits behind.
+template <class C>
+__device__ void prefetch_item_keys(const step_params& p, const decode_layer& L, int pos) {
+  const int item = static_cast<int>(blockIdx.x);
+  if (threadIdx.x != 0 || item >= p.kv_heads * p.splits) return;
+  const int kvh = item / p.splits;
+  const key_range r = item_keys(p, item % p.splits, pos);
+  const int last = min(r.end, pos);  // the new key comes from qkv
+  if (last <= r.begin) return;
+  const std::size_t row = static_cast<std::size_t>(step_head_dim) * sizeof(C);
+  const std::size_t at = (static_cast<std::size_t>(kvh) * p.max_context + r.begin) * row;
+  const auto bytes = static_cast<unsigned>((last - r.begin) * row);
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const unsigned char*>(L.k_cache) + at),
+               "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const unsigned char*>(L.v_cache) + at),
+               "r"(bytes)
+               : "memory");
+}
+
+// One (kv head, split) item of the attention: its keys' online-softmax state per query head of
+// the group into part[item][g][acc | m | l]. Scratch (shared, fp32): q [group][128], the new k and
+// v [128] each, the warps' states [warps][group][130].
+template <class A, class C>
+__device__ void attend_item(const step_params& p, const decode_layer& L, int item, int pos, float* scratch_f) {
+  constexpr int HD = step_head_dim, HALF = HD / 2;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int kvh = item / p.splits, split = item % p.splits, group = p.group;
+  const bool in_cache = pos < p.max_context;
+  const key_range range = item_keys(p, split, pos);
+  const int kbeg = range.begin, kend = range.end;
+  const bool owns_new = in_cache && pos >= kbeg && pos < kend;
+  float* q_s = scratch_f;                       // [group][HD]
+  float* knew = q_s + max_group * HD;           // [HD]
+  float* vnew = knew + HD;                      // [HD]
+  float* states = vnew + HD;                    // [warps][group][HD + 2]
+  const A* qkv = static_cast<const A*>(p.qkv);
+  const A* bias = static_cast<const A*>(L.bqkv);
+  const int q_dim = p.heads * HD, kv_dim = p.kv_heads * HD;
+  // q (and k) pairs: rotated as bias_rope_store does, q rounded to A and widened.
+  for (int i = tid; i < (group + (owns_new ? 1 : 0)) * HALF; i += consumer_threads) {
+    const int g = i / HALF, d = i % HALF;
+    const bool is_k = g == group;
+    const int col = is_k ? q_dim + kvh * HD : (kvh * group + g) * HD;
+    const float x1 = load_activation<A>(qkv, bias, col + d), x2 = load_activation<A>(qkv, bias, col + d + HALF);
+    const float angle = static_cast<float>(pos) * p.inv_freq[d];
+    float sn = 0, c = 0;
+    sincosf(angle, &sn, &c);
+    const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
+    if (is_k) {
+      const C k1 = to_cache<C>(y1), k2 = to_cache<C>(y2);
+      C* dst = static_cast<C*>(L.k_cache) + (static_cast<std::size_t>(kvh) * p.max_context + pos) * HD;
+      dst[d] = k1;
+      dst[d + HALF] = k2;
+      knew[d] = cache_value<C>(k1);
+      knew[d + HALF] = cache_value<C>(k2);
+    } else {
+      q_s[g * HD + d] = to_float(from_float<A>(y1));
+      q_s[g * HD + d + HALF] = to_float(from_float<A>(y2));
+    }
+  }
+  if (owns_new)
+    for (int d = tid; d < HD; d += consumer_threads) {
+      const C v = to_cache<C>(load_activation<A>(qkv, bias, q_dim + kv_dim + kvh * HD + d));
+      static_cast<C*>(L.v_cache)[(static_cast<std::size_t>(kvh) * p.max_context + pos) * HD + d] = v;
+      vnew[d] = cache_value<C>(v);
+    }
+  consumer_sync();
+
+  // Warp w takes keys kbeg + w, + 8, ...; lane l holds dims 4l..4l+3.
+  float m[max_group], l[max_group], acc[max_group][4];
+#pragma unroll
+  for (int g = 0; g < max_group; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[g][j] = 0.0f;
+  }
+  const C* kb = static_cast<const C*>(L.k_cache) + static_cast<std::size_t>(kvh) * p.max_context * HD + 4 * lane;
+  const C* vb = static_cast<const C*>(L.v_cache) + static_cast<std::size_t>(kvh) * p.max_context * HD + 4 * lane;
+  constexpr int batch = 4;  // keys a warp has in flight
+  for (int k0 = kbeg + warp; k0 < kend; k0 += batch * step_consumers) {
+    float kf[batch][4], vf[batch][4];
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int key = k0 + b * step_consumers;
+      if (key >= kend) continue;
+      if (owns_new && key == pos) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) kf[b][j] = knew[4 * lane + j], vf[b][j] = vnew[4 * lane + j];
+      } else {
+        load4_cache<C>(kb + static_cast<std::size_t>(key) * HD, kf[b]);
+        load4_cache<C>(vb + static_cast<std::size_t>(key) * HD, vf[b]);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int key = k0 + b * step_consumers;
+      if (key >= kend) break;
+#pragma unroll
+      for (int g = 0; g < max_group; ++g) {
+        if (g >= group) break;
+        const float4 q = *reinterpret_cast<const float4*>(q_s + g * HD + 4 * lane);
+        float s = q.x * kf[b][0];
+        s = fmaf(q.y, kf[b][1], s);
+        s = fmaf(q.z, kf[b][2], s);
+        s = fmaf(q.w, kf[b][3], s);
+        s = warp_sum(s) * p.scale_log2;
+        const float mn = fmaxf(m[g], s);
+        const float corr = exp2f(m[g] - mn), pr = exp2f(s - mn);
+        m[g] = mn;
+        l[g] = l[g] * corr + pr;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[g][j] = fmaf(pr, vf[b][j], acc[g][j] * corr);
+      }
+    }
+  }
+  // The warps' states, then merged in warp order into the item's part.
+#pragma unroll
+  for (int g = 0; g < max_group; ++g) {
+    if (g >= group) break;
+    float* st = states + (warp * group + g) * (HD + 2);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) st[4 * lane + j] = acc[g][j];
+    if (lane == 0) st[HD] = m[g], st[HD + 1] = l[g];
+  }
+  consumer_sync();
+  float* out = p.part + static_cast<std::size_t>(item) * max_group * part_stride;
+  for (int i = tid; i < group * (HD + 2); i += consumer_threads) {
+    const int g = i / (HD + 2), d = i % (HD + 2);
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < step_consumers; ++w) mx = fmaxf(mx, states[(w * group + g) * (HD + 2) + HD]);
+    float r = mx;
+    if (d != HD) {
+      r = 0.0f;
+      if (mx != -INFINITY)
+#pragma unroll
+        for (int w = 0; w < step_consumers; ++w) {
+          const float* st = states + (w * group + g) * (HD + 2);
+          r += st[d] * exp2f(st[HD] - mx);
+        }
+    }
+    out[g * part_stride + d] = r;
+  }
+  // The kv head's last split to arrive merges the splits' states, in split order, into attn.
+  __threadfence();
+  consumer_sync();
+  int* last = reinterpret_cast<int*>(states);
+  if (tid == 0) last[0] = atomicAdd(p.counter + 1 + kvh, 1u) == static_cast<unsigned>(p.splits - 1);
+  consumer_sync();
+  if (last[0]) {
+    __threadfence();
+    // Per output (g, d): every split's m, l and acc[d] loaded before any is used (16 splits a
+    // round trip), then added in split order.
+    constexpr int at_once = 16;
+    for (int i = tid; i < group * HD; i += consumer_threads) {
+      const int g = i / HD, d = i % HD;
+      float mx = -INFINITY, acc = 0.0f, l = 0.0f;
+      for (int s0 = 0; s0 < p.splits; s0 += at_once) {
+        float ms[at_once], ls[at_once], as[at_once];
+#pragma unroll
+        for (int j = 0; j < at_once; ++j) {
+          const float* st =
+              p.part + (static_cast<std::size_t>(kvh * p.splits + min(s0 + j, p.splits - 1)) * max_group + g) * part_stride;
+          ms[j] = s0 + j < p.splits ? __ldcg(st + HD) : -INFINITY;
+          ls[j] = __ldcg(st + HD + 1);
+          as[j] = __ldcg(st + d);
+        }
+#pragma unroll
+        for (int j = 0; j < at_once; ++j) {
+          if (ms[j] == -INFINITY) continue;  // a split without keys (or past the last)
+          const float mn = fmaxf(mx, ms[j]);
+          const float old_f = exp2f(mx - mn), f = exp2f(ms[j] - mn);
+          acc = acc * old_f + as[j] * f;
+          l = l * old_f + ls[j] * f;
+          mx = mn;
+        }
+      }
+      static_cast<A*>(p.attn)[(kvh * group + g) * HD + d] = from_float<A>(acc / l);
+    }
+    if (tid == 0) p.counter[1 + kvh] = 0;  // ready for the next layer
+  }
+  consumer_sync();  // the scratch is reused by the next item
+}
+
+template <class A, bool FP8W, class C>
+__global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step_params p, int xs_offset, int red_offset,
+                                                                      int bars_offset) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // bulk copies need sm_90; the host refuses older devices (plan_for)
+#else
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned ring = smem_addr(smem);
+  const unsigned full = smem_addr(smem + bars_offset), empty = full + 8 * slots;
+  float* scratch = reinterpret_cast<float*>(smem + bars_offset + 16 * slots);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < slots; ++s) {
+      tma::barrier_init(full + 8 * s, 1);
+      tma::barrier_init(empty + 8 * s, step_consumers);
+    }
+    tma::barrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x >= consumer_threads) {  // the producer warp
+    if (threadIdx.x == consumer_threads) produce<FP8W>(p, ring, full, empty);
+    return;
+  }
+
+  A* xs = reinterpret_cast<A*>(smem + xs_offset);
+  float* red = reinterpret_cast<float*>(smem + red_offset);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int pos = p.start[0];
+  const unsigned G = gridDim.x;
+  unsigned barriers = 0;
+  ring_cursor rc;
+  const auto scaled = [](const float* scales, int row, float s) { return FP8W ? s * scales[row] : s; };
+  for (int layer = 0; layer < p.layers_count; ++layer) {
+    const decode_layer& L = p.layers[layer];
+    // Where block 0's consumers are (ITERA_LLM_DECODE_STEP_TRACE): what each phase takes.
+    const auto mark = [&](int k) {
+      if (p.trace && blockIdx.x == 0 && tid == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        p.trace[layer * trace_marks + k] = t;
+      }
+    };
+    mark(0);
+    // qkv
+    stage_norm<A>(p.x, static_cast<const A*>(L.input_norm), p.eps, p.hidden, xs, scratch);
+    mark(1);
+    consume_product<A, FP8W>(p.geo[p_qkv], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+      static_cast<A*>(p.qkv)[row] = from_float<A>(scaled(L.sqkv, row, s));
+    });
+    prefetch_item_keys<C>(p, L, pos);
+    mark(2);
+    grid_barrier(p.counter, ++barriers * G);
+    mark(3);
+    // attention: the (kv head, split) items, each kv head's last one merging into attn
+    for (int item = static_cast<int>(blockIdx.x); item < p.kv_heads * p.splits; item += static_cast<int>(G))
+      attend_item<A, C>(p, L, item, pos, reinterpret_cast<float*>(xs));
+    mark(4);
+    grid_barrier(p.counter, ++barriers * G);
+    mark(5);
+    // o: x += attn Wo^T
+    for (int c = tid; c < p.heads * step_head_dim / 8; c += consumer_threads)
+      reinterpret_cast<uint4*>(xs)[c] = ldcg4(static_cast<const uint4*>(p.attn) + c);
+    consumer_sync();
+    mark(6);
+    consume_product<A, FP8W>(p.geo[p_o], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+      p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
+    });
+    mark(7);
+    grid_barrier(p.counter, ++barriers * G);
+    mark(8);
+    // gate_up
+    stage_norm<A>(p.x, static_cast<const A*>(L.post_norm), p.eps, p.hidden, xs, scratch);
+    mark(9);
+    consume_product<A, FP8W>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+      static_cast<A*>(p.gate_up)[row] = from_float<A>(scaled(L.sgu, row, s));
+    });
+    mark(10);
+    grid_barrier(p.counter, ++barriers * G);
+    mark(11);
+    // down: x += swiglu(gate_up) Wdown^T
+    stage_swiglu<A>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
+    mark(12);
+    consume_product<A, FP8W>(p.geo[p_down], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+      p.x[row] = scaled(L.sdown, row, s) + __ldcg(p.x + row);
+    });
+    mark(13);
+    grid_barrier(p.counter, ++barriers * G);
+    mark(14);
+  }
+#endif
+}
+
+
+// The host's plan of a shape on the current device.
+struct step_plan {
+  step_params p{};
+  step_layout layout;
+  std::string refusal;  // empty: the kernel takes the shape
+};
+
+step_plan plan_for(const decode_step_shape& s) {
+  step_plan plan;
+  auto& p = plan.p;
+  const auto refuse = [&](std::string why) {
+    plan.refusal = std::move(why);
+    return plan;
+  };
+  if (!device_is_sm90_or_later()) return refuse("needs compute capability 9.0 or later (bulk copies)");
+  if (s.head_dim != step_head_dim) return refuse("head_dim must be 128");
+  if (s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > max_group)
+    return refuse("at most 8 query heads per kv head");
+  const std::int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
+  const int per = s.fp8_weights ? 16 : 8;  // values a 16-byte chunk of weights holds
+  for (const std::int64_t in : {s.hidden, q_dim, s.intermediate})
+    if (in % per != 0 || in * (s.fp8_weights ? 1 : 2) > slot_bytes)
+      return refuse("every product's input width must be a multiple of " + std::to_string(per) + " and its row fit " +
+                    std::to_string(slot_bytes) + " bytes");
+  if (s.hidden % 4 != 0 || s.intermediate % 2 != 0) return refuse("hidden % 4 and intermediate % 2");
+  if (s.kv_heads > 63) return refuse("at most 63 kv heads");
+  const int G = device_multiprocessors();
+  p.layers_count = static_cast<int>(s.layers);
+  p.hidden = static_cast<int>(s.hidden);
+  p.heads = static_cast<int>(s.heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.intermediate = static_cast<int>(s.intermediate);
+  p.max_context = static_cast<int>(s.max_context);
+  p.splits = static_cast<int>(std::clamp<std::int64_t>(G / s.kv_heads, 1, 32));
+  p.eps = s.eps;
+  p.scale_log2 = s.scale * 1.4426950408889634f;
+  const std::int64_t rows[weight_phases] = {q_dim + 2 * kv_dim, s.hidden, 2 * s.intermediate, s.hidden};
+  const std::int64_t ins[weight_phases] = {s.hidden, q_dim, s.hidden, s.intermediate};
+  int red_rows = 0;
+  for (int i = 0; i < weight_phases; ++i) {
+    phase_geometry& g = p.geo[i];
+    g.rows = static_cast<int>(rows[i]);
+    g.in = static_cast<int>(ins[i]);
+    g.row_bytes = static_cast<int>(ins[i] * (s.fp8_weights ? 1 : 2));
+    g.tile_rows = std::min(max_tile_rows, slot_bytes / g.row_bytes);
+    g.tiles = (g.rows + g.tile_rows - 1) / g.tile_rows;
+    red_rows = std::max(red_rows, (g.tiles + G - 1) / G * g.tile_rows);
+  }
+  p.red_rows = red_rows;
+  const std::int64_t vector_bytes = 2 * std::max({s.hidden, q_dim, s.intermediate});
+  const std::int64_t scratch_bytes =
+      4 * (max_group * step_head_dim + 2 * step_head_dim + step_consumers * p.group * (step_head_dim + 2));
+  plan.layout = layout_for(std::max(vector_bytes, scratch_bytes), red_rows);
+  int device = 0, optin = 0;
+  ITERA_CUDA_CHECK(cudaGetDevice(&device));
+  ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (plan.layout.bytes > static_cast<std::size_t>(optin))
+    return refuse("needs " + std::to_string(plan.layout.bytes) + " bytes of shared memory a block, the device has " +
+                  std::to_string(optin));
+  return plan;
+}
+
+constexpr std::size_t counter_bytes = 256;  // the grid barrier's counter and one per kv head
+
+std::size_t part_bytes(const step_params& p) {
+  return static_cast<std::size_t>(p.kv_heads) * p.splits * max_group * part_stride * 4;
+}
+
+template <class A, bool FP8W, class C>
+constexpr auto step_kernel = decode_step_kernel<A, FP8W, C>;
+
+template <class A>
+const void* kernel_for(const decode_step_shape& s) {
+  const bool kv8 = s.kv == kv_storage::fp8_e4m3;
+  if (s.fp8_weights)
+    return kv8 ? reinterpret_cast<const void*>(step_kernel<A, true, fp8_code>)
+               : reinterpret_cast<const void*>(step_kernel<A, true, A>);
+  return kv8 ? reinterpret_cast<const void*>(step_kernel<A, false, fp8_code>)
+             : reinterpret_cast<const void*>(step_kernel<A, false, A>);
+}
+
+// ITERA_LLM_DECODE_STEP=0 keeps the per-layer kernels (A/B runs); a test may override it.
+overridable_switch decode_step_switch{"ITERA_LLM_DECODE_STEP", true};
+// fp8 weights only with ITERA_LLM_DECODE_STEP_FP8=1: measured on the H200 (llama-3.1-8b, batch 1,
+// 2026-11-30) the step took 3.37 ms here against 2.89 with the per-layer tensor-core gemv, the
+// consumers widening e4m3 codes on CUDA cores being slower than DRAM (gate_up 39 us a layer for
+// 29.6 us of bytes); bf16 4.285 against 4.384.
+overridable_switch decode_step_fp8_switch{"ITERA_LLM_DECODE_STEP_FP8", false};
+
+// ITERA_LLM_DECODE_STEP_TRACE=1: block 0 stamps each phase of each layer (globaltimer) into a
+// buffer allocated by prepare_decode_step; decode_step_trace() reads the last launch's.
+struct step_trace {
+  std::mutex mutex;
+  unsigned long long* device = nullptr;
+  std::int64_t layers = 0;
+};
+step_trace& trace_state() {
+  static step_trace t;
+  return t;
+}
+bool tracing() {
+  static const bool on = env_switch("ITERA_LLM_DECODE_STEP_TRACE", false);
+  return on;
+}
+
+}  // namespace
+
+std::string decode_step_refusal(const decode_step_shape& s) {
+  if (!decode_step_switch.on()) return "ITERA_LLM_DECODE_STEP=0";
+  if (s.fp8_weights && !decode_step_fp8_switch.on())
+    return "fp8 weights run faster in the per-layer kernels (ITERA_LLM_DECODE_STEP_FP8=1 to use it anyway)";
+  return plan_for(s).refusal;
+}
+
+void override_decode_step(std::optional<bool> on) {
+  decode_step_switch.override(on);
+  decode_step_fp8_switch.override(on);
+}
+
+std::size_t decode_step_workspace_bytes(const decode_step_shape& s) {
+  const step_plan plan = plan_for(s);
+  if (!plan.refusal.empty()) return 0;
+  return part_bytes(plan.p) + counter_bytes;  // the parts, then the barriers' counters
+}
+
+template <class A>
+void prepare_decode_step(const decode_step_shape& s) {
+  const step_plan plan = plan_for(s);
+  if (!plan.refusal.empty()) return;
+  const void* kernel = kernel_for<A>(s);
+  allow_dynamic_shared(kernel, plan.layout.bytes);
+  if (tracing()) {
+    step_trace& t = trace_state();
+    const std::lock_guard lock(t.mutex);
+    if (t.layers < s.layers) {
+      if (t.device) ITERA_CUDA_CHECK(cudaFree(t.device));
+      ITERA_CUDA_CHECK(cudaMalloc(&t.device, static_cast<std::size_t>(s.layers) * trace_marks * 8));
+      t.layers = s.layers;
+    }
+  }
+  int per_sm = 0;
+  ITERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, step_threads, plan.layout.bytes));
+  if (per_sm < 1)
+    throw std::runtime_error("llm decode_step: a block of " + std::to_string(step_threads) + " threads and " +
+                             std::to_string(plan.layout.bytes) + " bytes of shared memory does not fit an SM");
+}
+
+template <class A>
+void decode_step(const decode_layer* layers, const decode_step_shape& s, float* x, A* qkv, A* attn, A* gate_up,
+                 const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream) {
+  step_plan plan = plan_for(s);
+  if (!plan.refusal.empty()) throw std::invalid_argument("llm decode_step: " + plan.refusal);
+  step_params& p = plan.p;
+  p.layers = layers;
+  p.x = x;
+  p.qkv = qkv;
+  p.attn = attn;
+  p.gate_up = gate_up;
+  p.inv_freq = inv_freq;
+  p.start = start;
+  p.part = static_cast<float*>(workspace);
+  p.counter = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(workspace) + part_bytes(p));
+  p.trace = tracing() ? trace_state().device : nullptr;
+  ITERA_CUDA_CHECK(cudaMemsetAsync(p.counter, 0, counter_bytes, stream));
+  const void* kernel = kernel_for<A>(s);
+  allow_dynamic_shared(kernel, plan.layout.bytes);
+  const auto& l = plan.layout;
+  const int xs = static_cast<int>(l.xs), red = static_cast<int>(l.red), bars = static_cast<int>(l.bars);
+  const dim3 grid(static_cast<unsigned>(device_multiprocessors()));
+  if (s.fp8_weights) {
+    if (s.kv == kv_storage::fp8_e4m3)
+      step_kernel<A, true, fp8_code><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
+    else
+      step_kernel<A, true, A><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
+  } else {
+    if (s.kv == kv_storage::fp8_e4m3)
+      step_kernel<A, false, fp8_code><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
+    else
+      step_kernel<A, false, A><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
+  }
+  ITERA_CUDA_CHECK(cudaGetLastError());
+}
+
+std::string decode_step_trace() {
+  step_trace& t = trace_state();
+  const std::lock_guard lock(t.mutex);
+  if (!t.device) return {};
+  std::vector<unsigned long long> stamps(static_cast<std::size_t>(t.layers) * trace_marks);
+  ITERA_CUDA_CHECK(cudaDeviceSynchronize());
+  ITERA_CUDA_CHECK(cudaMemcpy(stamps.data(), t.device, stamps.size() * 8, cudaMemcpyDeviceToHost));
+  static const char* names[trace_marks - 1] = {"qkv norm", "qkv product", "barrier", "attention", "barrier",
+                                               "o staging", "o product", "barrier", "gate_up norm", "gate_up product",
+                                               "barrier", "down staging", "down product", "barrier", ""};
+  std::string out = "decode_step phases, block 0, us a layer (mean over layers 1..):\n";
+  for (int k = 0; k + 1 < trace_marks - 1; ++k) {
+    double sum = 0;
+    for (std::int64_t l = 1; l < t.layers; ++l)
+      sum += static_cast<double>(stamps[static_cast<std::size_t>(l * trace_marks + k + 1)] -
+                                 stamps[static_cast<std::size_t>(l * trace_marks + k)]);
+    out += "  " + std::string(names[k]) + ": " + std::to_string(sum / 1e3 / static_cast<double>(t.layers - 1)) + "\n";
+  }
+  return out;
+}
+
+template void prepare_decode_step<bf16>(const decode_step_shape&);
+template void prepare_decode_step<fp16>(const decode_step_shape&);
+template void decode_step<bf16>(const decode_layer*, const decode_step_shape&, float*, bf16*, bf16*, bf16*,
+                                const float*, const std::int32_t*, void*, cudaStream_t);
+template void decode_step<fp16>(const decode_layer*, const decode_step_shape&, float*, fp16*, fp16*, fp16*,
+                                const float*, const std::int32_t*, void*, cudaStream_t);
+
+}  // namespace itera::kernels::llm
