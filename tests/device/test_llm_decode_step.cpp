@@ -27,6 +27,7 @@
 #include "src/kernels/llm_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
 #include "tests/support/numeric_error.hpp"
+#include "tests/support/token_ids.hpp"
 #include "workloads/llm/llm_cuda.hpp"
 #endif
 
@@ -72,13 +73,7 @@ model_config config_for(const step_case& sc) {
   return c;
 }
 
-std::vector<std::int32_t> random_ids(const model_config& c, std::int64_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
-  for (auto& t : ids) t = id(rng);
-  return ids;
-}
+using itera::test::random_ids;
 
 double error_of(const std::vector<float>& got, const std::vector<float>& want) {
   return itera::test::normalised_error({got.data(), got.size()}, {want.data(), want.size()});

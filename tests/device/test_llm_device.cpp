@@ -40,6 +40,7 @@
 #include "itera/cuda/cuda_backend.hpp"
 #include "tests/support/cuda_test.hpp"
 #include "tests/support/numeric_error.hpp"
+#include "tests/support/token_ids.hpp"
 #include "src/kernels/llm_kernels.cuh"
 #include "workloads/llm/llm_cuda.hpp"
 #endif
@@ -83,14 +84,7 @@ double rms_abs_error(const float* gpu, const float* ref, std::size_t n) {
   return std::sqrt(diff / static_cast<double>(n));
 }
 
-// Token ids 1 .. vocab - 1 (never token 0), n of them, from a seeded generator.
-std::vector<std::int32_t> random_ids(const model_config& c, std::int64_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<std::int32_t> id(1, static_cast<std::int32_t>(c.vocab - 1));
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
-  for (auto& t : ids) t = id(rng);
-  return ids;
-}
+using itera::test::random_ids;
 
 // The tiny preset at the head shape of a real model (hidden and intermediate scaled with it).
 model_config tiny_at_head_dim(std::int64_t head_dim, std::int64_t heads, std::int64_t kv_heads) {
