@@ -18,8 +18,10 @@
 //            v stored into the cache; the split's online-softmax state into `part`
 //   merge    per query head, the splits' states merged in split order into attn (A)
 //   o        x += attn Wo^T
-//   gate_up  x_s = rms_norm(x, post_norm); gate_up = x_s Wgu^T (A)
-//   down     x_s = A(silu(gate) * up); x += x_s Wdown^T
+//   gate_up  x_s = rms_norm(x, post_norm); act = A(silu(A(gate)) * A(up)) of x_s Wgu^T, the
+//            block that sums gate row i summing up row i too (a paired phase_geometry; where
+//            two rows do not fit a slot, gate_up is stored and the down phase forms act)
+//   down     x_s = act; x += x_s Wdown^T
 // A product's rows are cut into tiles of as many whole rows as fit a slot (slot_bytes), dealt to
 // the blocks round-robin (tile t to block t % G), so the producer and the consumers of a block
 // walk the same list of tiles. Within a tile each consumer thread takes 16-byte chunks
@@ -70,8 +72,20 @@ constexpr int part_stride = step_head_dim + 2;  // a split's state of one head: 
 
 // One weight phase's geometry (host-computed): rows of `in` inputs, `row_bytes` each, tiles of
 // tile_rows rows.
+// Paired (gate_up): the rows are two halves of `half` rows (gate, then up) and a tile holds
+// tile_rows / 2 rows of each at the same index, so the block that sums gate row i also sums up
+// row i and forms SwiGLU itself.
 struct phase_geometry {
-  int rows = 0, in = 0, row_bytes = 0, tile_rows = 0, tiles = 0;
+  int rows = 0, in = 0, row_bytes = 0, tile_rows = 0, tiles = 0, half = 0;
+  // Weight row of row r of tile t, and whether it exists.
+  __device__ int row_of(int t, int r) const {
+    if (!half) return t * tile_rows + r;
+    const int h = tile_rows / 2;
+    return r < h ? t * h + r : half + t * h + (r - h);
+  }
+  __device__ bool holds(int t, int r) const {
+    return half ? t * (tile_rows / 2) + r % (tile_rows / 2) < half : t * tile_rows + r < rows;
+  }
 };
 enum phase_index { p_qkv = 0, p_o = 1, p_gate_up = 2, p_down = 3, weight_phases = 4 };
 
@@ -172,31 +186,62 @@ __device__ __forceinline__ const void* phase_weights(const decode_layer& L, int 
   return p == p_qkv ? L.wqkv : p == p_o ? L.wo : p == p_gate_up ? L.wgu : L.wdown;
 }
 
-// The producer: every tile of every weight phase of every layer, in the consumers' order.
+// The block's tiles in the order its consumers take them: (layer, weight phase, tile t), t from
+// blockIdx.x in steps of gridDim.x; a tile's rows come from one run of weight bytes, or two for a
+// paired phase (the gate rows, then the up rows at the slot's second half).
+struct tile_walk {
+  int layer = 0, phase = 0, t = 0;
+  __device__ explicit tile_walk(const step_params& p) : t(static_cast<int>(blockIdx.x)) { settle(p); }
+  __device__ bool done(const step_params& p) const { return layer >= p.layers_count; }
+  __device__ void next(const step_params& p) {
+    t += static_cast<int>(gridDim.x);
+    settle(p);
+  }
+  __device__ void settle(const step_params& p) {
+    while (layer < p.layers_count && t >= p.geo[phase].tiles) {
+      t = static_cast<int>(blockIdx.x);
+      if (++phase == weight_phases) phase = 0, ++layer;
+    }
+  }
+  // Run k (0, 1) of the tile: its source, bytes (0: none) and offset in the slot.
+  __device__ void run(const step_params& p, int k, const unsigned char*& src, unsigned& bytes, unsigned& offset) const {
+    const phase_geometry& g = p.geo[phase];
+    const auto* w = static_cast<const unsigned char*>(phase_weights(p.layers[layer], phase));
+    if (!g.half) {
+      src = w + static_cast<std::size_t>(t) * g.tile_rows * g.row_bytes;
+      bytes = k == 0 ? static_cast<unsigned>(min(g.tile_rows, g.rows - t * g.tile_rows) * g.row_bytes) : 0u;
+      offset = 0;
+      return;
+    }
+    const int h = g.tile_rows / 2;
+    src = w + static_cast<std::size_t>(g.row_of(t, k * h)) * g.row_bytes;
+    bytes = static_cast<unsigned>(min(h, g.half - t * h) * g.row_bytes);
+    offset = static_cast<unsigned>(k * h * g.row_bytes);
+  }
+};
+
+// The producer: every tile into the ring, in the consumers' order. (Keeping tiles further ahead on
+// their way into L2 with bulk prefetches, to extend the ring's buffer across the barriers, made the
+// step slower: docs/perf/2026-11-30-decode-step.md.)
 template <bool FP8W>
 __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty) {
-  ring_cursor rc;
-  for (int layer = 0; layer < p.layers_count; ++layer) {
-    const decode_layer& L = p.layers[layer];
-    for (int ph = 0; ph < weight_phases; ++ph) {
-      const phase_geometry g = p.geo[ph];
-      const auto* w = static_cast<const unsigned char*>(phase_weights(L, ph));
-      for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
-        const int rows = min(g.tile_rows, g.rows - t * g.tile_rows);
-        const unsigned bytes = static_cast<unsigned>(rows * g.row_bytes);
-        tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
-        tma::barrier_expect_bytes(full + 8 * rc.slot, bytes);
-        bulk_copy(ring + rc.slot * slot_bytes, w + static_cast<std::size_t>(t) * g.tile_rows * g.row_bytes, bytes,
-                  full + 8 * rc.slot);
-        rc.next();
-      }
-    }
+  tile_walk copy(p);
+  for (ring_cursor rc; !copy.done(p); copy.next(p), rc.next()) {
+    const unsigned char* src[2];
+    unsigned bytes[2], offset[2];
+    for (int k = 0; k < 2; ++k) copy.run(p, k, src[k], bytes[k], offset[k]);
+    const unsigned dst = ring + rc.slot * slot_bytes, bar = full + 8 * rc.slot;
+    tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
+    tma::barrier_expect_bytes(bar, bytes[0] + bytes[1]);
+    for (int k = 0; k < 2; ++k)
+      if (bytes[k]) bulk_copy(dst + offset[k], src[k], bytes[k], bar);
   }
 }
 
 // A product phase on the consumers: x_s (A, g.in values) times the block's tiles; each row's sum
-// over its warps in warp order handed to store(row, sum) at the end.
-template <class A, bool FP8W, class Store>
+// over its warps in warp order handed to store(row, sum) at the end, or for a paired phase
+// store(i, gate row i's sum, up row i's sum).
+template <class A, bool FP8W, bool Paired = false, class Store>
 __device__ void consume_product(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
                                 unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows,
                                 const Store& store) {
@@ -204,9 +249,10 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
   const int chunks = g.row_bytes / 16;  // 16-byte chunks a row
   int local = 0;                        // the block's rows so far in this phase
   for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
-    const int rows = min(g.tile_rows, g.rows - t * g.tile_rows);
     tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
     const auto* tile = reinterpret_cast<const uint4*>(ring_ptr + rc.slot * slot_bytes);
+    // Every row of the slot is multiplied, held or not (a partial tile's other rows are whatever
+    // the slot held before: sums never stored), so that the loop has no test but its bound.
     float acc[max_tile_rows];
 #pragma unroll
     for (int r = 0; r < max_tile_rows; ++r) acc[r] = 0.0f;
@@ -220,7 +266,7 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
       }
 #pragma unroll
       for (int r = 0; r < max_tile_rows; ++r) {
-        if (r >= rows) break;
+        if (r >= g.tile_rows) break;
         const uint4 wv = tile[r * chunks + c];
         float wf[FP8W ? 16 : 8];
         if constexpr (FP8W)
@@ -236,7 +282,7 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
     rc.next();
 #pragma unroll
     for (int r = 0; r < max_tile_rows; ++r) {
-      if (r >= rows) break;
+      if (r >= g.tile_rows) break;
       const float s = warp_sum(acc[r]);
       if (lane == 0) red[warp * red_rows + local + r] = s;
     }
@@ -244,14 +290,19 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
   }
   consumer_sync();
   // Row i of the block's: tile blockIdx.x + (i / tile_rows) G, row i % tile_rows of it.
-  for (int i = tid; i < local; i += consumer_threads) {
-    const int row = (static_cast<int>(blockIdx.x) + (i / g.tile_rows) * static_cast<int>(gridDim.x)) * g.tile_rows +
-                    i % g.tile_rows;
-    if (row >= g.rows) continue;
+  const auto sum_of = [&](int i) {
     float s = red[i];
 #pragma unroll
     for (int w = 1; w < step_consumers; ++w) s += red[w * red_rows + i];
-    store(row, s);
+    return s;
+  };
+  for (int i = tid; i < local; i += consumer_threads) {
+    const int t = static_cast<int>(blockIdx.x) + (i / g.tile_rows) * static_cast<int>(gridDim.x), r = i % g.tile_rows;
+    if (!g.holds(t, r)) continue;
+    if constexpr (!Paired)
+      store(g.row_of(t, r), sum_of(i));
+    else if (r < g.tile_rows / 2)
+      store(g.row_of(t, r), sum_of(i), sum_of(i + g.tile_rows / 2));
   }
 }
 
@@ -602,14 +653,31 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     // gate_up
     stage_norm<A>(p.x, static_cast<const A*>(L.post_norm), p.eps, p.hidden, xs, scratch);
     mark(9);
-    consume_product<A, FP8W>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
-      static_cast<A*>(p.gate_up)[row] = from_float<A>(scaled(L.sgu, row, s));
-    });
+    if (p.geo[p_gate_up].half) {
+      // Paired: SwiGLU of gate and up as swiglu_kernel forms it from their rounded values, into
+      // act (gate_up's first half).
+      consume_product<A, FP8W, true>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows,
+                                     [&](int i, float gate, float up) {
+                                       const float g = to_float(from_float<A>(scaled(L.sgu, i, gate)));
+                                       const float u = to_float(from_float<A>(scaled(L.sgu, p.intermediate + i, up)));
+                                       static_cast<A*>(p.gate_up)[i] = from_float<A>(silu_times(g, u));
+                                     });
+    } else {
+      consume_product<A, FP8W>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+        static_cast<A*>(p.gate_up)[row] = from_float<A>(scaled(L.sgu, row, s));
+      });
+    }
     mark(10);
     grid_barrier(p.counter, ++barriers * G);
     mark(11);
-    // down: x += swiglu(gate_up) Wdown^T
-    stage_swiglu<A>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
+    // down: x += act Wdown^T
+    if (p.geo[p_gate_up].half) {
+      for (int c = tid; c < p.intermediate / 8; c += consumer_threads)
+        reinterpret_cast<uint4*>(xs)[c] = ldcg4(static_cast<const uint4*>(p.gate_up) + c);
+      consumer_sync();
+    } else {
+      stage_swiglu<A>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
+    }
     mark(12);
     consume_product<A, FP8W>(p.geo[p_down], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
       p.x[row] = scaled(L.sdown, row, s) + __ldcg(p.x + row);
@@ -668,7 +736,13 @@ step_plan plan_for(const decode_step_shape& s) {
     g.in = static_cast<int>(ins[i]);
     g.row_bytes = static_cast<int>(ins[i] * (s.fp8_weights ? 1 : 2));
     g.tile_rows = std::min(max_tile_rows, slot_bytes / g.row_bytes);
-    g.tiles = (g.rows + g.tile_rows - 1) / g.tile_rows;
+    if (i == p_gate_up && g.tile_rows >= 2) {  // paired where two rows fit a slot: an even count
+      g.tile_rows -= g.tile_rows % 2;
+      g.half = static_cast<int>(s.intermediate);
+      g.tiles = (g.half + g.tile_rows / 2 - 1) / (g.tile_rows / 2);
+    } else {
+      g.tiles = (g.rows + g.tile_rows - 1) / g.tile_rows;
+    }
     red_rows = std::max(red_rows, (g.tiles + G - 1) / G * g.tile_rows);
   }
   p.red_rows = red_rows;
