@@ -992,7 +992,10 @@ std::string cuda_engine::precision_note() const {
       cat("; prefill attention on tensor cores: ",
           k::prefill_attention_supported(m->shape)
               ? kernels::attention_kernel_name(kernels::attention_kernel_for(m->c.head_dim))
-              : "none (the general kernel on CUDA cores)");
+              : "none (the general kernel on CUDA cores)") +
+      (m->step_kernel ? "; each decode step's layers in one persistent kernel (decode_step: the per-layer kernels' "
+                        "roundings, products and attention summed in other orders)"
+                      : "");
   // 16-bit values stored in the other type than the compute type: what the conversion at load did.
   const auto converted = [&](dtype from) -> std::string {
     if (from == m->o.compute) return {};
