@@ -248,6 +248,54 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int chunks = g.row_bytes / 16;  // 16-byte chunks a row
   int local = 0;                        // the block's rows so far in this phase
+  if constexpr (FP8W) {
+    // fp8 codes on tensor cores (mma.sync m16n8k16, fp16 operands, fp32 sums), as the per-layer
+    // gemv_fp8_mma_kernel multiplies them but with the roles turned: the tile's rows are B's 8
+    // columns (a tile holds up to 8), x is A's row 0 (rows 1..15 zero), so lanes 0..3 end with
+    // the tile's 8 sums, two each. x_s holds fp16 here (to_mma_input). The warps split k into
+    // whole 64-wide steps; per step a lane converts 16 codes of its row g = lane / 4 at
+    // 16 (lane % 4), four instructions of four codes each: the k order inside a step is the same
+    // permutation for A and B, so the products pair up. ~0.8 instructions a byte where widening
+    // to fp32 on CUDA cores took ~2.5.
+    const int steps = g.in / 64, per = (steps + step_consumers - 1) / step_consumers;
+    const int s0 = min(steps, warp * per), s1 = min(steps, s0 + per);
+    const int gq = lane / 4, t4 = lane % 4;
+    const auto* xh = reinterpret_cast<const unsigned char*>(xs) + 32 * t4;  // fp16 x at k + 16 t4
+    for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
+      tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
+      // Column gq reads row gq of the tile, or its first row where the tile holds fewer (unused).
+      const unsigned char* wrow =
+          ring_ptr + rc.slot * slot_bytes + (gq < g.tile_rows ? gq : 0) * g.row_bytes + 16 * t4;
+      // One accumulator per instruction of a step: four independent chains of mma (a tile of two
+      // long rows is 28 steps a warp).
+      float c[4][4] = {};
+      for (int st = s0; st < s1; ++st) {
+        const int k = st * 64;
+        const uint4 codes = *reinterpret_cast<const uint4*>(wrow + k);
+        uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
+        if (gq == 0) {
+          x0 = *reinterpret_cast<const uint4*>(xh + 2 * k);
+          x1 = *reinterpret_cast<const uint4*>(xh + 2 * k + 16);
+        }
+        const unsigned w[4] = {codes.x, codes.y, codes.z, codes.w};
+        const unsigned xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const unsigned a[4] = {xv[2 * j], 0u, xv[2 * j + 1], 0u};
+          mma_m16n8k16<fp16>(c[j], a, fp16_pair_of_codes(w[j] & 0xffffu), fp16_pair_of_codes(w[j] >> 16));
+        }
+      }
+      __syncwarp();
+      if (lane == 0) tma::barrier_arrive(empty + 8 * rc.slot);
+      rc.next();
+      if (gq == 0) {
+        const float s0v = (c[0][0] + c[1][0]) + (c[2][0] + c[3][0]), s1v = (c[0][1] + c[1][1]) + (c[2][1] + c[3][1]);
+        if (2 * t4 < g.tile_rows) red[warp * red_rows + local + 2 * t4] = s0v;
+        if (2 * t4 + 1 < g.tile_rows) red[warp * red_rows + local + 2 * t4 + 1] = s1v;
+      }
+      local += g.tile_rows;
+    }
+  } else {
   for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
     tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
     const auto* tile = reinterpret_cast<const uint4*>(ring_ptr + rc.slot * slot_bytes);
@@ -257,24 +305,15 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
 #pragma unroll
     for (int r = 0; r < max_tile_rows; ++r) acc[r] = 0.0f;
     for (int c = tid; c < chunks; c += consumer_threads) {
-      float xf[FP8W ? 16 : 8];
-      if constexpr (FP8W) {
-        unpack8<A>(reinterpret_cast<const uint4*>(xs)[2 * c], xf);
-        unpack8<A>(reinterpret_cast<const uint4*>(xs)[2 * c + 1], xf + 8);
-      } else {
-        unpack8<A>(reinterpret_cast<const uint4*>(xs)[c], xf);
-      }
+      float xf[8];
+      unpack8<A>(reinterpret_cast<const uint4*>(xs)[c], xf);
 #pragma unroll
       for (int r = 0; r < max_tile_rows; ++r) {
         if (r >= g.tile_rows) break;
-        const uint4 wv = tile[r * chunks + c];
-        float wf[FP8W ? 16 : 8];
-        if constexpr (FP8W)
-          unpack16_fp8(wv, wf);
-        else
-          unpack8<A>(wv, wf);
+        float wf[8];
+        unpack8<A>(tile[r * chunks + c], wf);
 #pragma unroll
-        for (int j = 0; j < (FP8W ? 16 : 8); ++j) acc[r] = fmaf(wf[j], xf[j], acc[r]);
+        for (int j = 0; j < 8; ++j) acc[r] = fmaf(wf[j], xf[j], acc[r]);
       }
     }
     __syncwarp();
@@ -287,6 +326,7 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
       if (lane == 0) red[warp * red_rows + local + r] = s;
     }
     local += g.tile_rows;
+  }
   }
   consumer_sync();
   // Row i of the block's: tile blockIdx.x + (i / tile_rows) G, row i % tile_rows of it.
@@ -303,6 +343,17 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
       store(g.row_of(t, r), sum_of(i));
     else if (r < g.tile_rows / 2)
       store(g.row_of(t, r), sum_of(i), sum_of(i + g.tile_rows / 2));
+  }
+}
+
+// fp8 weights: x_s as the tensor cores take it, fp16 (A's values converted, saturated at +-65504,
+// as the per-layer fp8 gemv stages them); nothing to do for fp16 activations.
+template <class A>
+__device__ void to_mma_input(A* xs, int values) {
+  if constexpr (!is_fp16<A>) {
+    for (int c = static_cast<int>(threadIdx.x); c < values / 8; c += consumer_threads)
+      reinterpret_cast<uint4*>(xs)[c] = fp16_chunk<A>(reinterpret_cast<const uint4*>(xs)[c]);
+    consumer_sync();
   }
 }
 
@@ -625,6 +676,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     mark(0);
     // qkv
     stage_norm<A>(p.x, static_cast<const A*>(L.input_norm), p.eps, p.hidden, xs, scratch);
+    if constexpr (FP8W) to_mma_input<A>(xs, p.hidden);
     mark(1);
     consume_product<A, FP8W>(p.geo[p_qkv], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
       static_cast<A*>(p.qkv)[row] = from_float<A>(scaled(L.sqkv, row, s));
@@ -643,6 +695,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     for (int c = tid; c < p.heads * step_head_dim / 8; c += consumer_threads)
       reinterpret_cast<uint4*>(xs)[c] = ldcg4(static_cast<const uint4*>(p.attn) + c);
     consumer_sync();
+    if constexpr (FP8W) to_mma_input<A>(xs, p.heads * step_head_dim);
     mark(6);
     consume_product<A, FP8W>(p.geo[p_o], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
       p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
@@ -652,6 +705,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     mark(8);
     // gate_up
     stage_norm<A>(p.x, static_cast<const A*>(L.post_norm), p.eps, p.hidden, xs, scratch);
+    if constexpr (FP8W) to_mma_input<A>(xs, p.hidden);
     mark(9);
     if (p.geo[p_gate_up].half) {
       // Paired: SwiGLU of gate and up as swiglu_kernel forms it from their rounded values, into
@@ -678,6 +732,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     } else {
       stage_swiglu<A>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
     }
+    if constexpr (FP8W) to_mma_input<A>(xs, p.intermediate);
     mark(12);
     consume_product<A, FP8W>(p.geo[p_down], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
       p.x[row] = scaled(L.sdown, row, s) + __ldcg(p.x + row);
@@ -709,7 +764,7 @@ step_plan plan_for(const decode_step_shape& s) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > max_group)
     return refuse("at most 8 query heads per kv head");
   const std::int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
-  const int per = s.fp8_weights ? 16 : 8;  // values a 16-byte chunk of weights holds
+  const int per = s.fp8_weights ? 64 : 8;  // values a step of the consumers takes (fp8: tensor cores)
   for (const std::int64_t in : {s.hidden, q_dim, s.intermediate})
     if (in % per != 0 || in * (s.fp8_weights ? 1 : 2) > slot_bytes)
       return refuse("every product's input width must be a multiple of " + std::to_string(per) + " and its row fit " +

@@ -1,7 +1,7 @@
 #pragma once
 // The formulas the llm kernels share, so that a fused kernel rounds as the unfused pair does:
 // rms_norm's scale and element, SwiGLU before its rounding, and a KV cache element stored and read
-// back (llm_kernels.cu, llm_decode_step.cu).
+// back, and the fp16 operands of fp8 products on tensor cores (llm_kernels.cu, llm_decode_step.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -41,6 +41,29 @@ __device__ __forceinline__ float cache_value(C v) {
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
   else
     return to_float(v);
+}
+
+// fp8 weights on tensor cores (llm_kernels.cu's gemv, llm_decode_step.cu): the fp16 pair of two
+// e4m3 codes (the low byte first), as the mma's A or B register.
+__device__ __forceinline__ unsigned fp16_pair_of_codes(unsigned two_codes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
+  return static_cast<unsigned>(h.x) | (static_cast<unsigned>(h.y) << 16);
+}
+
+// Eight values of A (a 16-byte chunk) as eight fp16, saturated at +-65504.
+template <class A>
+__device__ __forceinline__ uint4 fp16_chunk(const uint4& v) {
+  if constexpr (is_fp16<A>) {
+    return v;
+  } else {
+    float f[8];
+    unpack8<A>(v, f);
+    const auto sat = [](float x) { return fminf(fmaxf(x, -65504.0f), 65504.0f); };
+    unsigned w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) w[j] = pack2<fp16>(sat(f[2 * j]), sat(f[2 * j + 1]));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
 }
 
 }  // namespace itera::kernels::llm

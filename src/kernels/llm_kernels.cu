@@ -1121,28 +1121,6 @@ constexpr int mma_gemv_rows = 16;
 constexpr int mma_gemv_step = 64;  // k per step and per row
 constexpr int mma_gemv_unroll = 3;
 
-// The fp16 pair of two e4m3 codes (the low byte first), as the mma's A or B register.
-__device__ __forceinline__ unsigned fp16_pair_of_codes(unsigned two_codes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
-  return static_cast<unsigned>(h.x) | (static_cast<unsigned>(h.y) << 16);
-}
-
-// Eight values of A (a 16-byte chunk) as eight fp16, saturated at +-65504.
-template <class A>
-__device__ __forceinline__ uint4 fp16_chunk(const uint4& v) {
-  if constexpr (is_fp16<A>) {
-    return v;
-  } else {
-    float f[8];
-    unpack8<A>(v, f);
-    const auto sat = [](float x) { return fminf(fmaxf(x, -65504.0f), 65504.0f); };
-    unsigned w[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) w[j] = pack2<fp16>(sat(f[2 * j]), sat(f[2 * j + 1]));
-    return make_uint4(w[0], w[1], w[2], w[3]);
-  }
-}
-
 // One group of steps' codes for the thread: rows g and g + 8, chunks at k, k + 64, ... (zeros past kend).
 template <int U>
 __device__ __forceinline__ void load_code_steps(uint4 (&lo)[U], uint4 (&hi)[U], const std::uint8_t* row_lo,
