@@ -25,7 +25,8 @@
 // A product's rows are cut into tiles of as many whole rows as fit a slot (slot_bytes), dealt to
 // the blocks round-robin (tile t to block t % G), so the producer and the consumers of a block
 // walk the same list of tiles. Within a tile each consumer thread takes 16-byte chunks
-// tid, tid + 256, ... of every row (x_s read from shared memory), each warp sums its lanes, and
+// tid, tid + 256, ... of every row (x_s read from shared memory) and each warp sums its lanes
+// (16-bit weights), or the warps split k and multiply on tensor cores (fp8: consume_fp8_tiles);
 // the warps' sums of the block's rows are added in warp order at the phase's end: the results
 // do not change from run to run.
 //
@@ -75,8 +76,11 @@ constexpr int part_stride = step_head_dim + 2;  // a split's state of one head: 
 // Paired (gate_up): the rows are two halves of `half` rows (gate, then up) and a tile holds
 // tile_rows / 2 rows of each at the same index, so the block that sums gate row i also sums up
 // row i and forms SwiGLU itself.
+// Parts (fp8 rows longer than a slot's eighth): a tile of tile_rows rows is copied and multiplied
+// in `parts` slots of k_part inputs each (the last one shorter), the row sums carried across them.
 struct phase_geometry {
   int rows = 0, in = 0, row_bytes = 0, tile_rows = 0, tiles = 0, half = 0;
+  int parts = 1, k_part = 0;  // k_part: inputs (and bytes: fp8) a part of a row holds
   // Weight row of row r of tile t, and whether it exists.
   __device__ int row_of(int t, int r) const {
     if (!half) return t * tile_rows + r;
@@ -189,11 +193,17 @@ __device__ __forceinline__ const void* phase_weights(const decode_layer& L, int 
 // The block's tiles in the order its consumers take them: (layer, weight phase, tile t), t from
 // blockIdx.x in steps of gridDim.x; a tile's rows come from one run of weight bytes, or two for a
 // paired phase (the gate rows, then the up rows at the slot's second half).
+struct slot_run {
+  const unsigned char* src;
+  unsigned bytes, offset;
+};
 struct tile_walk {
-  int layer = 0, phase = 0, t = 0;
+  int layer = 0, phase = 0, t = 0, part = 0;
   __device__ explicit tile_walk(const step_params& p) : t(static_cast<int>(blockIdx.x)) { settle(p); }
   __device__ bool done(const step_params& p) const { return layer >= p.layers_count; }
   __device__ void next(const step_params& p) {
+    if (++part < p.geo[phase].parts) return;
+    part = 0;
     t += static_cast<int>(gridDim.x);
     settle(p);
   }
@@ -203,20 +213,29 @@ struct tile_walk {
       if (++phase == weight_phases) phase = 0, ++layer;
     }
   }
-  // Run k (0, 1) of the tile: its source, bytes (0: none) and offset in the slot.
-  __device__ void run(const step_params& p, int k, const unsigned char*& src, unsigned& bytes, unsigned& offset) const {
+  // The runs of weight bytes the slot of this (tile, part) is copied from; returns their count.
+  __device__ int runs(const step_params& p, slot_run (&r)[max_tile_rows]) const {
     const phase_geometry& g = p.geo[phase];
     const auto* w = static_cast<const unsigned char*>(phase_weights(p.layers[layer], phase));
-    if (!g.half) {
-      src = w + static_cast<std::size_t>(t) * g.tile_rows * g.row_bytes;
-      bytes = k == 0 ? static_cast<unsigned>(min(g.tile_rows, g.rows - t * g.tile_rows) * g.row_bytes) : 0u;
-      offset = 0;
-      return;
+    if (g.half) {  // the gate rows, then the up rows at the slot's second half
+      const int h = g.tile_rows / 2;
+      const auto bytes = static_cast<unsigned>(min(h, g.half - t * h) * g.row_bytes);
+      for (int k = 0; k < 2; ++k)
+        r[k] = {w + static_cast<std::size_t>(g.row_of(t, k * h)) * g.row_bytes, bytes,
+                static_cast<unsigned>(k * h * g.row_bytes)};
+      return 2;
     }
-    const int h = g.tile_rows / 2;
-    src = w + static_cast<std::size_t>(g.row_of(t, k * h)) * g.row_bytes;
-    bytes = static_cast<unsigned>(min(h, g.half - t * h) * g.row_bytes);
-    offset = static_cast<unsigned>(k * h * g.row_bytes);
+    const int rows = min(g.tile_rows, g.rows - t * g.tile_rows);
+    if (g.parts == 1) {
+      r[0] = {w + static_cast<std::size_t>(t) * g.tile_rows * g.row_bytes, static_cast<unsigned>(rows * g.row_bytes), 0u};
+      return 1;
+    }
+    const int k0 = part * g.k_part;
+    const auto bytes = static_cast<unsigned>(min(g.k_part, g.in - k0));  // fp8: a byte an input
+    for (int k = 0; k < rows; ++k)
+      r[k] = {w + static_cast<std::size_t>(t * g.tile_rows + k) * g.row_bytes + k0, bytes,
+              static_cast<unsigned>(k * g.k_part)};
+    return rows;
   }
 };
 
@@ -227,48 +246,43 @@ template <bool FP8W>
 __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty) {
   tile_walk copy(p);
   for (ring_cursor rc; !copy.done(p); copy.next(p), rc.next()) {
-    const unsigned char* src[2];
-    unsigned bytes[2], offset[2];
-    for (int k = 0; k < 2; ++k) copy.run(p, k, src[k], bytes[k], offset[k]);
+    slot_run r[max_tile_rows];
+    const int n = copy.runs(p, r);
+    unsigned bytes = 0;
+    for (int k = 0; k < n; ++k) bytes += r[k].bytes;
     const unsigned dst = ring + rc.slot * slot_bytes, bar = full + 8 * rc.slot;
     tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
-    tma::barrier_expect_bytes(bar, bytes[0] + bytes[1]);
-    for (int k = 0; k < 2; ++k)
-      if (bytes[k]) bulk_copy(dst + offset[k], src[k], bytes[k], bar);
+    tma::barrier_expect_bytes(bar, bytes);
+    for (int k = 0; k < n; ++k) bulk_copy(dst + r[k].offset, r[k].src, r[k].bytes, bar);
   }
 }
 
-// A product phase on the consumers: x_s (A, g.in values) times the block's tiles; each row's sum
-// over its warps in warp order handed to store(row, sum) at the end, or for a paired phase
-// store(i, gate row i's sum, up row i's sum).
-template <class A, bool FP8W, bool Paired = false, class Store>
-__device__ void consume_product(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
-                                unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows,
-                                const Store& store) {
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int chunks = g.row_bytes / 16;  // 16-byte chunks a row
-  int local = 0;                        // the block's rows so far in this phase
-  if constexpr (FP8W) {
-    // fp8 codes on tensor cores (mma.sync m16n8k16, fp16 operands, fp32 sums), as the per-layer
-    // gemv_fp8_mma_kernel multiplies them but with the roles turned: the tile's rows are B's 8
-    // columns (a tile holds up to 8), x is A's row 0 (rows 1..15 zero), so lanes 0..3 end with
-    // the tile's 8 sums, two each. x_s holds fp16 here (to_mma_input). The warps split k into
-    // whole 64-wide steps; per step a lane converts 16 codes of its row g = lane / 4 at
-    // 16 (lane % 4), four instructions of four codes each: the k order inside a step is the same
-    // permutation for A and B, so the products pair up. ~0.8 instructions a byte where widening
-    // to fp32 on CUDA cores took ~2.5.
-    const int steps = g.in / 64, per = (steps + step_consumers - 1) / step_consumers;
-    const int s0 = min(steps, warp * per), s1 = min(steps, s0 + per);
-    const int gq = lane / 4, t4 = lane % 4;
-    const auto* xh = reinterpret_cast<const unsigned char*>(xs) + 32 * t4;  // fp16 x at k + 16 t4
-    for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
+// The block's tiles of an fp8 product on tensor cores (mma.sync m16n8k16, fp16 operands, fp32
+// sums), as the per-layer gemv_fp8_mma_kernel multiplies them but with the roles turned: the tile's
+// rows are B's 8 columns (a tile holds up to 8), x is A's row 0 (rows 1..15 zero), so lanes 0..3
+// end with the tile's 8 sums, two each. x_s holds fp16 here (to_mma_input). The warps split k into
+// whole 64-wide steps; per step a lane converts 16 codes of its row g = lane / 4 at 16 (lane % 4),
+// four instructions of four codes each: the k order inside a step is the same permutation for A
+// and B, so the products pair up. ~0.8 instructions a byte where widening to fp32 on CUDA cores
+// took ~2.5. Rows longer than an eighth of a slot come in parts (phase_geometry), the sums carried
+// over them in four accumulators (one per instruction of a step: independent chains). Returns the
+// rows the block took.
+__device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full, unsigned empty,
+                                 ring_cursor& rc, const void* xs, float* red, int red_rows) {
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int gq = lane / 4, t4 = lane % 4;
+  const int stride = g.parts == 1 ? g.row_bytes : g.k_part;  // a row's bytes in the slot
+  int local = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
+    float c[4][4] = {};
+    for (int part = 0; part < g.parts; ++part) {
+      const int kpart = g.parts == 1 ? g.in : min(g.k_part, g.in - part * g.k_part);
+      const int steps = kpart / 64, per = (steps + step_consumers - 1) / step_consumers;
+      const int s0 = min(steps, warp * per), s1 = min(steps, s0 + per);
+      const auto* xh = static_cast<const unsigned char*>(xs) + 2 * part * g.k_part + 32 * t4;  // x at k + 16 t4
       tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
       // Column gq reads row gq of the tile, or its first row where the tile holds fewer (unused).
-      const unsigned char* wrow =
-          ring_ptr + rc.slot * slot_bytes + (gq < g.tile_rows ? gq : 0) * g.row_bytes + 16 * t4;
-      // One accumulator per instruction of a step: four independent chains of mma (a tile of two
-      // long rows is 28 steps a warp).
-      float c[4][4] = {};
+      const unsigned char* wrow = ring_ptr + rc.slot * slot_bytes + (gq < g.tile_rows ? gq : 0) * stride + 16 * t4;
       for (int st = s0; st < s1; ++st) {
         const int k = st * 64;
         const uint4 codes = *reinterpret_cast<const uint4*>(wrow + k);
@@ -288,14 +302,25 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
       __syncwarp();
       if (lane == 0) tma::barrier_arrive(empty + 8 * rc.slot);
       rc.next();
-      if (gq == 0) {
-        const float s0v = (c[0][0] + c[1][0]) + (c[2][0] + c[3][0]), s1v = (c[0][1] + c[1][1]) + (c[2][1] + c[3][1]);
-        if (2 * t4 < g.tile_rows) red[warp * red_rows + local + 2 * t4] = s0v;
-        if (2 * t4 + 1 < g.tile_rows) red[warp * red_rows + local + 2 * t4 + 1] = s1v;
-      }
-      local += g.tile_rows;
     }
-  } else {
+    if (gq == 0) {
+      const float s0v = (c[0][0] + c[1][0]) + (c[2][0] + c[3][0]), s1v = (c[0][1] + c[1][1]) + (c[2][1] + c[3][1]);
+      if (2 * t4 < g.tile_rows) red[warp * red_rows + local + 2 * t4] = s0v;
+      if (2 * t4 + 1 < g.tile_rows) red[warp * red_rows + local + 2 * t4 + 1] = s1v;
+    }
+    local += g.tile_rows;
+  }
+  return local;
+}
+
+// The same for 16-bit weights on CUDA cores: each consumer thread takes 16-byte chunks tid,
+// tid + 256, ... of every row of the slot (x_s from shared memory), each warp sums its lanes.
+template <class A>
+__device__ int consume_16bit_tiles(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
+                                   unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int chunks = g.row_bytes / 16;  // 16-byte chunks a row
+  int local = 0;
   for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
     tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
     const auto* tile = reinterpret_cast<const uint4*>(ring_ptr + rc.slot * slot_bytes);
@@ -327,7 +352,22 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
     }
     local += g.tile_rows;
   }
-  }
+  return local;
+}
+
+// A product phase on the consumers: x_s (A, g.in values; fp16 for fp8 weights) times the block's
+// tiles; each row's sum over its warps in warp order handed to store(row, sum) at the end, or for
+// a paired phase store(i, gate row i's sum, up row i's sum).
+template <class A, bool FP8W, bool Paired = false, class Store>
+__device__ void consume_product(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
+                                unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows,
+                                const Store& store) {
+  const int tid = static_cast<int>(threadIdx.x);
+  int local = 0;  // the block's rows in this phase
+  if constexpr (FP8W)
+    local = consume_fp8_tiles(g, ring_ptr, full, empty, rc, xs, red, red_rows);
+  else
+    local = consume_16bit_tiles<A>(g, ring_ptr, full, empty, rc, xs, red, red_rows);
   consumer_sync();
   // Row i of the block's: tile blockIdx.x + (i / tile_rows) G, row i % tile_rows of it.
   const auto sum_of = [&](int i) {
@@ -791,6 +831,13 @@ step_plan plan_for(const decode_step_shape& s) {
     g.in = static_cast<int>(ins[i]);
     g.row_bytes = static_cast<int>(ins[i] * (s.fp8_weights ? 1 : 2));
     g.tile_rows = std::min(max_tile_rows, slot_bytes / g.row_bytes);
+    g.k_part = static_cast<int>(ins[i]);
+    if (s.fp8_weights && g.tile_rows < max_tile_rows && i != p_gate_up) {
+      // The tensor-core consumers take 8 rows a tile: longer rows go in parts of whole 64-wide steps.
+      g.k_part = slot_bytes / max_tile_rows / 64 * 64;
+      g.parts = static_cast<int>((ins[i] + g.k_part - 1) / g.k_part);
+      g.tile_rows = max_tile_rows;
+    }
     if (i == p_gate_up && g.tile_rows >= 2) {  // paired where two rows fit a slot: an even count
       g.tile_rows -= g.tile_rows % 2;
       g.half = static_cast<int>(s.intermediate);
@@ -836,9 +883,9 @@ const void* kernel_for(const decode_step_shape& s) {
 // ITERA_LLM_DECODE_STEP=0 keeps the per-layer kernels (A/B runs); a test may override it.
 overridable_switch decode_step_switch{"ITERA_LLM_DECODE_STEP", true};
 // fp8 weights only with ITERA_LLM_DECODE_STEP_FP8=1: measured on the H200 (llama-3.1-8b, batch 1,
-// 2026-11-30) the step took 3.37 ms here against 2.89 with the per-layer tensor-core gemv, the
-// consumers widening e4m3 codes on CUDA cores being slower than DRAM (gate_up 39 us a layer for
-// 29.6 us of bytes); bf16 4.285 against 4.384.
+// 2026-11-30) the step took 3.09 ms here against 2.90 with the per-layer kernels (its products at
+// the bytes' pace, but ~27 us a layer outside them weigh more against fp8's ~56 us of bytes than
+// against bf16's ~104); bf16 runs faster here (4.15-4.30 against 4.34-4.39 ms).
 overridable_switch decode_step_fp8_switch{"ITERA_LLM_DECODE_STEP_FP8", false};
 
 // ITERA_LLM_DECODE_STEP_TRACE=1: block 0 stamps each phase of each layer (globaltimer) into a
