@@ -129,12 +129,13 @@ struct cuda_engine::impl {
   // the compute type: the vision encoder's), for the next prefill.
   device_buffer input_rows, input_host_values;
   const bf16* input_values = nullptr;
-  // Batch 1: the step's layers in one kernel (k::decode_step) where it takes the shape.
+  std::int64_t inputs = 0;
+  // Batch 1: the step's layers in one kernel (k::decode_step) where it takes the shape; the
+  // layers' pointers (device) and the kernel's workspace, a few hundred KiB beside the plan's GiB.
   k::decode_step_shape step_shape;
   bool step_kernel = false;
   device_buffer step_layers, step_workspace;
   std::vector<k::decode_layer> step_layers_uploaded;
-  std::int64_t inputs = 0;
 
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>, gemm_plan> plans;
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
