@@ -114,11 +114,10 @@ constexpr int trace_marks = 16;
 // Dynamic shared memory: the ring, then x_s (the vector of the phase, of A; the attention's
 // scratch reuses it), the warps' row sums, the barriers.
 struct step_layout {
-  std::size_t ring = 0, xs = 0, red = 0, bars = 0, bytes = 0;
+  std::size_t xs = 0, red = 0, bars = 0, bytes = 0;  // offsets (the ring at 0) and the total
 };
 step_layout layout_for(std::int64_t xs_bytes, int red_rows) {
   step_layout l;
-  l.ring = 0;
   l.xs = static_cast<std::size_t>(slots) * slot_bytes;
   l.red = l.xs + (static_cast<std::size_t>(xs_bytes) + 15) / 16 * 16;
   l.bars = l.red + static_cast<std::size_t>(step_consumers) * red_rows * 4;
@@ -159,13 +158,7 @@ __device__ __forceinline__ uint4 ldcg4(const void* p) { return __ldcg(static_cas
 // qkv[col] (this kernel wrote it: read from L2) plus the bias, as bias_rope_store adds them.
 template <class A>
 __device__ __forceinline__ float load_activation(const A* qkv, const A* bias, int col) {
-  const unsigned short raw = __ldcg(reinterpret_cast<const unsigned short*>(qkv) + col);
-  float v;
-  if constexpr (is_fp16<A>)
-    v = __half2float(__ushort_as_half(raw));
-  else
-    v = __bfloat162float(__ushort_as_bfloat16(raw));
-  return v + (bias ? to_float(bias[col]) : 0.0f);
+  return to_float(__ldcg(qkv + col)) + (bias ? to_float(bias[col]) : 0.0f);
 }
 
 // Four consecutive cache elements widened to fp32 (8 bytes of a 16-bit cache, 4 of an fp8 one).
@@ -242,7 +235,6 @@ struct tile_walk {
 // The producer: every tile into the ring, in the consumers' order. (Keeping tiles further ahead on
 // their way into L2 with bulk prefetches, to extend the ring's buffer across the barriers, made the
 // step slower: docs/perf/2026-11-30-decode-step.md.)
-template <bool FP8W>
 __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty) {
   tile_walk copy(p);
   for (ring_cursor rc; !copy.done(p); copy.next(p), rc.next()) {
@@ -691,7 +683,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
   }
   __syncthreads();
   if (threadIdx.x >= consumer_threads) {  // the producer warp
-    if (threadIdx.x == consumer_threads) produce<FP8W>(p, ring, full, empty);
+    if (threadIdx.x == consumer_threads) produce(p, ring, full, empty);
     return;
   }
 
@@ -893,7 +885,8 @@ overridable_switch decode_step_fp8_switch{"ITERA_LLM_DECODE_STEP_FP8", false};
 struct step_trace {
   std::mutex mutex;
   unsigned long long* device = nullptr;
-  std::int64_t layers = 0;
+  std::int64_t layers = 0;           // what the buffer holds
+  std::int64_t launched_layers = 0;  // the last traced launch's
 };
 step_trace& trace_state() {
   static step_trace t;
@@ -966,27 +959,23 @@ void decode_step(const decode_layer* layers, const decode_step_shape& s, float* 
   const void* kernel = kernel_for<A>(s);
   allow_dynamic_shared(kernel, plan.layout.bytes);
   const auto& l = plan.layout;
-  const int xs = static_cast<int>(l.xs), red = static_cast<int>(l.red), bars = static_cast<int>(l.bars);
-  const dim3 grid(static_cast<unsigned>(device_multiprocessors()));
-  if (s.fp8_weights) {
-    if (s.kv == kv_storage::fp8_e4m3)
-      step_kernel<A, true, fp8_code><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
-    else
-      step_kernel<A, true, A><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
-  } else {
-    if (s.kv == kv_storage::fp8_e4m3)
-      step_kernel<A, false, fp8_code><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
-    else
-      step_kernel<A, false, A><<<grid, step_threads, l.bytes, stream>>>(p, xs, red, bars);
+  int xs = static_cast<int>(l.xs), red = static_cast<int>(l.red), bars = static_cast<int>(l.bars);
+  void* args[] = {&p, &xs, &red, &bars};  // decode_step_kernel's parameters, in order
+  ITERA_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(device_multiprocessors())), dim3(step_threads),
+                                    args, l.bytes, stream));
+  if (p.trace) {
+    step_trace& t = trace_state();
+    const std::lock_guard lock(t.mutex);
+    t.launched_layers = s.layers;
   }
-  ITERA_CUDA_CHECK(cudaGetLastError());
 }
 
 std::string decode_step_trace() {
   step_trace& t = trace_state();
   const std::lock_guard lock(t.mutex);
-  if (!t.device) return {};
-  std::vector<unsigned long long> stamps(static_cast<std::size_t>(t.layers) * trace_marks);
+  const std::int64_t layers = t.launched_layers;
+  if (!t.device || layers < 2) return {};  // the mean is over layers 1.. (layer 0 starts cold)
+  std::vector<unsigned long long> stamps(static_cast<std::size_t>(layers) * trace_marks);
   ITERA_CUDA_CHECK(cudaDeviceSynchronize());
   ITERA_CUDA_CHECK(cudaMemcpy(stamps.data(), t.device, stamps.size() * 8, cudaMemcpyDeviceToHost));
   static const char* names[trace_marks - 1] = {"qkv norm", "qkv product", "barrier", "attention", "barrier",
@@ -995,10 +984,10 @@ std::string decode_step_trace() {
   std::string out = "decode_step phases, block 0, us a layer (mean over layers 1..):\n";
   for (int k = 0; k + 1 < trace_marks - 1; ++k) {
     double sum = 0;
-    for (std::int64_t l = 1; l < t.layers; ++l)
+    for (std::int64_t l = 1; l < layers; ++l)
       sum += static_cast<double>(stamps[static_cast<std::size_t>(l * trace_marks + k + 1)] -
                                  stamps[static_cast<std::size_t>(l * trace_marks + k)]);
-    out += "  " + std::string(names[k]) + ": " + std::to_string(sum / 1e3 / static_cast<double>(t.layers - 1)) + "\n";
+    out += "  " + std::string(names[k]) + ": " + std::to_string(sum / 1e3 / static_cast<double>(layers - 1)) + "\n";
   }
   return out;
 }
