@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -107,9 +108,22 @@ struct step_params {
   const std::int32_t* start;
   float* part;
   unsigned* counter;     // the grid barrier's, then one per kv head (the attention's arrivals)
-  unsigned long long* trace;  // null, or [layers][trace_marks] globaltimer stamps of block 0
+  unsigned long long* trace;       // null, or [layers][blocks][trace_marks] globaltimer stamps
+  unsigned long long* tile_trace;  // null, or [tile_trace_tiles][4] of block 0: see stamp_tile
 };
 constexpr int trace_marks = 16;
+constexpr int tile_trace_tiles = 16384;
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// ITERA_LLM_DECODE_STEP_TRACE: mark k of this block in this layer (thread 0 only).
+__device__ __forceinline__ void stamp_mark(const step_params& p, int layer, int k) {
+  if (p.trace && threadIdx.x == 0)
+    p.trace[(static_cast<std::size_t>(layer) * gridDim.x + blockIdx.x) * trace_marks + k] = global_ns();
+}
 
 // Dynamic shared memory: the ring, then x_s (the vector of the phase, of A; the attention's
 // scratch reuses it), the warps' row sums, the barriers.
@@ -174,10 +188,17 @@ __device__ __forceinline__ void load4_cache(const C* p, float* f) {
 struct ring_cursor {
   int slot = 0;
   unsigned pass = 0;
+  int seq = 0;  // tiles passed (the tile trace's index)
   __device__ void next() {
+    ++seq;
     if (++slot == slots) slot = 0, ++pass;
   }
 };
+// Block 0's tile trace: per tile of the ring [issued (the producer, after its slot emptied),
+// ready (consumer warp 0, its full wait over), released (warp 0 done with it), layer * 8 + phase].
+__device__ __forceinline__ void stamp_tile(unsigned long long* tt, int seq, int field, unsigned long long v) {
+  if (tt && seq < tile_trace_tiles) tt[4 * seq + field] = v;
+}
 
 __device__ __forceinline__ const void* phase_weights(const decode_layer& L, int p) {
   return p == p_qkv ? L.wqkv : p == p_o ? L.wo : p == p_gate_up ? L.wgu : L.wdown;
@@ -236,6 +257,7 @@ struct tile_walk {
 // their way into L2 with bulk prefetches, to extend the ring's buffer across the barriers, made the
 // step slower: docs/perf/2026-11-30-decode-step.md.)
 __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty) {
+  unsigned long long* tt = blockIdx.x == 0 ? p.tile_trace : nullptr;
   tile_walk copy(p);
   for (ring_cursor rc; !copy.done(p); copy.next(p), rc.next()) {
     slot_run r[max_tile_rows];
@@ -244,6 +266,8 @@ __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsi
     for (int k = 0; k < n; ++k) bytes += r[k].bytes;
     const unsigned dst = ring + rc.slot * slot_bytes, bar = full + 8 * rc.slot;
     tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
+    stamp_tile(tt, rc.seq, 0, global_ns());
+    stamp_tile(tt, rc.seq, 3, static_cast<unsigned long long>(copy.layer * 8 + copy.phase));
     tma::barrier_expect_bytes(bar, bytes);
     for (int k = 0; k < n; ++k) bulk_copy(dst + r[k].offset, r[k].src, r[k].bytes, bar);
   }
@@ -260,7 +284,7 @@ __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsi
 // over them in four accumulators (one per instruction of a step: independent chains). Returns the
 // rows the block took.
 __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full, unsigned empty,
-                                 ring_cursor& rc, const void* xs, float* red, int red_rows) {
+                                 ring_cursor& rc, const void* xs, float* red, int red_rows, unsigned long long* tt) {
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int gq = lane / 4, t4 = lane % 4;
   const int stride = g.parts == 1 ? g.row_bytes : g.k_part;  // a row's bytes in the slot
@@ -273,6 +297,7 @@ __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* r
       const int s0 = min(steps, warp * per), s1 = min(steps, s0 + per);
       const auto* xh = static_cast<const unsigned char*>(xs) + 2 * part * g.k_part + 32 * t4;  // x at k + 16 t4
       tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
+      if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 1, global_ns());
       // Column gq reads row gq of the tile, or its first row where the tile holds fewer (unused).
       const unsigned char* wrow = ring_ptr + rc.slot * slot_bytes + (gq < g.tile_rows ? gq : 0) * stride + 16 * t4;
       for (int st = s0; st < s1; ++st) {
@@ -293,6 +318,7 @@ __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* r
       }
       __syncwarp();
       if (lane == 0) tma::barrier_arrive(empty + 8 * rc.slot);
+      if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 2, global_ns());
       rc.next();
     }
     if (gq == 0) {
@@ -309,12 +335,14 @@ __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* r
 // tid + 256, ... of every row of the slot (x_s from shared memory), each warp sums its lanes.
 template <class A>
 __device__ int consume_16bit_tiles(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
-                                   unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows) {
+                                   unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows,
+                                   unsigned long long* tt) {
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int chunks = g.row_bytes / 16;  // 16-byte chunks a row
   int local = 0;
   for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
     tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
+    if (tid == 0) stamp_tile(tt, rc.seq, 1, global_ns());
     const auto* tile = reinterpret_cast<const uint4*>(ring_ptr + rc.slot * slot_bytes);
     // Every row of the slot is multiplied, held or not (a partial tile's other rows are whatever
     // the slot held before: sums never stored), so that the loop has no test but its bound.
@@ -335,6 +363,7 @@ __device__ int consume_16bit_tiles(const phase_geometry& g, const unsigned char*
     }
     __syncwarp();
     if (lane == 0) tma::barrier_arrive(empty + 8 * rc.slot);  // this warp is done with the slot
+    if (tid == 0) stamp_tile(tt, rc.seq, 2, global_ns());
     rc.next();
 #pragma unroll
     for (int r = 0; r < max_tile_rows; ++r) {
@@ -353,13 +382,13 @@ __device__ int consume_16bit_tiles(const phase_geometry& g, const unsigned char*
 template <class A, bool FP8W, bool Paired = false, class Store>
 __device__ void consume_product(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
                                 unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows,
-                                const Store& store) {
+                                unsigned long long* tt, const Store& store) {
   const int tid = static_cast<int>(threadIdx.x);
   int local = 0;  // the block's rows in this phase
   if constexpr (FP8W)
-    local = consume_fp8_tiles(g, ring_ptr, full, empty, rc, xs, red, red_rows);
+    local = consume_fp8_tiles(g, ring_ptr, full, empty, rc, xs, red, red_rows, tt);
   else
-    local = consume_16bit_tiles<A>(g, ring_ptr, full, empty, rc, xs, red, red_rows);
+    local = consume_16bit_tiles<A>(g, ring_ptr, full, empty, rc, xs, red, red_rows, tt);
   consumer_sync();
   // Row i of the block's: tile blockIdx.x + (i / tile_rows) G, row i % tile_rows of it.
   const auto sum_of = [&](int i) {
@@ -502,7 +531,8 @@ __device__ void prefetch_item_keys(const step_params& p, const decode_layer& L, 
 // the group into part[item][g][acc | m | l]. Scratch (shared, fp32): q [group][128], the new k and
 // v [128] each, the warps' states [warps][group][130].
 template <class A, class C>
-__device__ void attend_item(const step_params& p, const decode_layer& L, int item, int pos, float* scratch_f) {
+__device__ void attend_item(const step_params& p, const decode_layer& L, int layer, int item, int pos,
+                            float* scratch_f) {
   constexpr int HD = step_head_dim, HALF = HD / 2;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int kvh = item / p.splits, split = item % p.splits, group = p.group;
@@ -628,6 +658,7 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int ite
   consumer_sync();
   int* last = reinterpret_cast<int*>(states);
   if (tid == 0) last[0] = atomicAdd(p.counter + 1 + kvh, 1u) == static_cast<unsigned>(p.splits - 1);
+  stamp_mark(p, layer, trace_marks - 1);  // the split's own state stored (a merge may follow)
   consumer_sync();
   if (last[0]) {
     __threadfence();
@@ -694,23 +725,18 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
   const unsigned G = gridDim.x;
   unsigned barriers = 0;
   ring_cursor rc;
+  unsigned long long* tt = blockIdx.x == 0 ? p.tile_trace : nullptr;
   const auto scaled = [](const float* scales, int row, float s) { return FP8W ? s * scales[row] : s; };
   for (int layer = 0; layer < p.layers_count; ++layer) {
     const decode_layer& L = p.layers[layer];
-    // Where block 0's consumers are (ITERA_LLM_DECODE_STEP_TRACE): what each phase takes.
-    const auto mark = [&](int k) {
-      if (p.trace && blockIdx.x == 0 && tid == 0) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        p.trace[layer * trace_marks + k] = t;
-      }
-    };
+    // Where the consumers are (ITERA_LLM_DECODE_STEP_TRACE): what each phase takes.
+    const auto mark = [&](int k) { stamp_mark(p, layer, k); };
     mark(0);
     // qkv
     stage_norm<A>(p.x, static_cast<const A*>(L.input_norm), p.eps, p.hidden, xs, scratch);
     if constexpr (FP8W) to_mma_input<A>(xs, p.hidden);
     mark(1);
-    consume_product<A, FP8W>(p.geo[p_qkv], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+    consume_product<A, FP8W>(p.geo[p_qkv], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       static_cast<A*>(p.qkv)[row] = from_float<A>(scaled(L.sqkv, row, s));
     });
     prefetch_item_keys<C>(p, L, pos);
@@ -719,7 +745,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     mark(3);
     // attention: the (kv head, split) items, each kv head's last one merging into attn
     for (int item = static_cast<int>(blockIdx.x); item < p.kv_heads * p.splits; item += static_cast<int>(G))
-      attend_item<A, C>(p, L, item, pos, reinterpret_cast<float*>(xs));
+      attend_item<A, C>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
     mark(4);
     grid_barrier(p.counter, ++barriers * G);
     mark(5);
@@ -729,7 +755,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     consumer_sync();
     if constexpr (FP8W) to_mma_input<A>(xs, p.heads * step_head_dim);
     mark(6);
-    consume_product<A, FP8W>(p.geo[p_o], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+    consume_product<A, FP8W>(p.geo[p_o], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
     });
     mark(7);
@@ -742,14 +768,14 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     if (p.geo[p_gate_up].half) {
       // Paired: SwiGLU of gate and up as swiglu_kernel forms it from their rounded values, into
       // act (gate_up's first half).
-      consume_product<A, FP8W, true>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows,
+      consume_product<A, FP8W, true>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows, tt,
                                      [&](int i, float gate, float up) {
                                        const float g = to_float(from_float<A>(scaled(L.sgu, i, gate)));
                                        const float u = to_float(from_float<A>(scaled(L.sgu, p.intermediate + i, up)));
                                        static_cast<A*>(p.gate_up)[i] = from_float<A>(silu_times(g, u));
                                      });
     } else {
-      consume_product<A, FP8W>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+      consume_product<A, FP8W>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
         static_cast<A*>(p.gate_up)[row] = from_float<A>(scaled(L.sgu, row, s));
       });
     }
@@ -766,7 +792,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     }
     if constexpr (FP8W) to_mma_input<A>(xs, p.intermediate);
     mark(12);
-    consume_product<A, FP8W>(p.geo[p_down], smem, full, empty, rc, xs, red, p.red_rows, [&](int row, float s) {
+    consume_product<A, FP8W>(p.geo[p_down], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       p.x[row] = scaled(L.sdown, row, s) + __ldcg(p.x + row);
     });
     mark(13);
@@ -880,13 +906,16 @@ overridable_switch decode_step_switch{"ITERA_LLM_DECODE_STEP", true};
 // against bf16's ~104); bf16 runs faster here (4.15-4.30 against 4.34-4.39 ms).
 overridable_switch decode_step_fp8_switch{"ITERA_LLM_DECODE_STEP_FP8", false};
 
-// ITERA_LLM_DECODE_STEP_TRACE=1: block 0 stamps each phase of each layer (globaltimer) into a
-// buffer allocated by prepare_decode_step; decode_step_trace() reads the last launch's.
+// ITERA_LLM_DECODE_STEP_TRACE=1: every block stamps each phase of each layer (globaltimer), and
+// block 0 each tile of its ring, into buffers allocated by prepare_decode_step;
+// decode_step_trace() reads the last launch's.
 struct step_trace {
   std::mutex mutex;
-  unsigned long long* device = nullptr;
-  std::int64_t layers = 0;           // what the buffer holds
-  std::int64_t launched_layers = 0;  // the last traced launch's
+  unsigned long long* device = nullptr;  // the marks
+  unsigned long long* tiles = nullptr;   // block 0's tile trace
+  std::size_t marks = 0;                 // what the marks' buffer holds
+  std::int64_t launched_layers = 0;      // the last traced launch's
+  int launched_blocks = 0;
 };
 step_trace& trace_state() {
   static step_trace t;
@@ -926,11 +955,14 @@ void prepare_decode_step(const decode_step_shape& s) {
   if (tracing()) {
     step_trace& t = trace_state();
     const std::lock_guard lock(t.mutex);
-    if (t.layers < s.layers) {
+    const std::size_t marks = static_cast<std::size_t>(s.layers) * device_multiprocessors() * trace_marks;
+    if (t.marks < marks) {
       if (t.device) ITERA_CUDA_CHECK(cudaFree(t.device));
-      ITERA_CUDA_CHECK(cudaMalloc(&t.device, static_cast<std::size_t>(s.layers) * trace_marks * 8));
-      t.layers = s.layers;
+      ITERA_CUDA_CHECK(cudaMalloc(&t.device, marks * 8));
+      ITERA_CUDA_CHECK(cudaMemset(t.device, 0, marks * 8));  // mark 15 is only stamped by blocks with an item
+      t.marks = marks;
     }
+    if (!t.tiles) ITERA_CUDA_CHECK(cudaMalloc(&t.tiles, std::size_t{tile_trace_tiles} * 4 * 8));
   }
   int per_sm = 0;
   ITERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, step_threads, plan.layout.bytes));
@@ -955,6 +987,7 @@ void decode_step(const decode_layer* layers, const decode_step_shape& s, float* 
   p.part = static_cast<float*>(workspace);
   p.counter = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(workspace) + part_bytes(p));
   p.trace = tracing() ? trace_state().device : nullptr;
+  p.tile_trace = tracing() ? trace_state().tiles : nullptr;
   ITERA_CUDA_CHECK(cudaMemsetAsync(p.counter, 0, counter_bytes, stream));
   const void* kernel = kernel_for<A>(s);
   allow_dynamic_shared(kernel, plan.layout.bytes);
@@ -967,6 +1000,7 @@ void decode_step(const decode_layer* layers, const decode_step_shape& s, float* 
     step_trace& t = trace_state();
     const std::lock_guard lock(t.mutex);
     t.launched_layers = s.layers;
+    t.launched_blocks = device_multiprocessors();
   }
 }
 
@@ -974,20 +1008,91 @@ std::string decode_step_trace() {
   step_trace& t = trace_state();
   const std::lock_guard lock(t.mutex);
   const std::int64_t layers = t.launched_layers;
-  if (!t.device || layers < 2) return {};  // the mean is over layers 1.. (layer 0 starts cold)
-  std::vector<unsigned long long> stamps(static_cast<std::size_t>(layers) * trace_marks);
+  const int G = t.launched_blocks;
+  if (!t.device || layers < 2) return {};  // the means are over layers 1.. (layer 0 starts cold)
+  std::vector<unsigned long long> stamps(static_cast<std::size_t>(layers) * G * trace_marks);
+  std::vector<unsigned long long> tiles(std::size_t{tile_trace_tiles} * 4);
   ITERA_CUDA_CHECK(cudaDeviceSynchronize());
   ITERA_CUDA_CHECK(cudaMemcpy(stamps.data(), t.device, stamps.size() * 8, cudaMemcpyDeviceToHost));
-  static const char* names[trace_marks - 1] = {"qkv norm", "qkv product", "barrier", "attention", "barrier",
-                                               "o staging", "o product", "barrier", "gate_up norm", "gate_up product",
-                                               "barrier", "down staging", "down product", "barrier", ""};
-  std::string out = "decode_step phases, block 0, us a layer (mean over layers 1..):\n";
-  for (int k = 0; k + 1 < trace_marks - 1; ++k) {
-    double sum = 0;
-    for (std::int64_t l = 1; l < layers; ++l)
-      sum += static_cast<double>(stamps[static_cast<std::size_t>(l * trace_marks + k + 1)] -
-                                 stamps[static_cast<std::size_t>(l * trace_marks + k)]);
-    out += "  " + std::string(names[k]) + ": " + std::to_string(sum / 1e3 / static_cast<double>(layers - 1)) + "\n";
+  ITERA_CUDA_CHECK(cudaMemcpy(tiles.data(), t.tiles, tiles.size() * 8, cudaMemcpyDeviceToHost));
+  const auto at = [&](std::int64_t l, int b, int k) {
+    return static_cast<double>(stamps[(static_cast<std::size_t>(l) * G + b) * trace_marks + k]);
+  };
+  const double n = static_cast<double>(layers - 1);
+  static const char* names[trace_marks - 2] = {"qkv norm",     "qkv product",     "barrier",      "attention",
+                                               "barrier",      "o staging",       "o product",    "barrier",
+                                               "gate_up norm", "gate_up product", "barrier",      "down staging",
+                                               "down product", "barrier"};
+  char line[160];
+  std::string out = "decode_step phases, us a layer (means over layers 1..): block 0, the mean block, the slowest\n";
+  for (int k = 0; k < trace_marks - 2; ++k) {
+    double b0 = 0, mean = 0, slowest = 0;
+    for (std::int64_t l = 1; l < layers; ++l) {
+      double worst = 0;
+      for (int b = 0; b < G; ++b) {
+        const double d = at(l, b, k + 1) - at(l, b, k);
+        if (b == 0) b0 += d;
+        mean += d / G;
+        worst = std::max(worst, d);
+      }
+      slowest += worst;
+    }
+    std::snprintf(line, sizeof line, "  %-16s %8.2f %8.2f %8.2f\n", names[k], b0 / 1e3 / n, mean / 1e3 / n,
+                  slowest / 1e3 / n);
+    out += line;
+  }
+  // Each grid barrier: from the last block's arrival to the first and the last block's exit.
+  out += "grid barriers, us from the last arrival to the first exit, to the last exit:\n";
+  for (const int k : {2, 4, 7, 10, 13}) {
+    double first = 0, last = 0;
+    for (std::int64_t l = 1; l < layers; ++l) {
+      double arrive = 0, lo = 1e300, hi = 0;
+      for (int b = 0; b < G; ++b) {
+        arrive = std::max(arrive, at(l, b, k));
+        lo = std::min(lo, at(l, b, k + 1));
+        hi = std::max(hi, at(l, b, k + 1));
+      }
+      first += lo - arrive;
+      last += hi - arrive;
+    }
+    std::snprintf(line, sizeof line, "  after %-16s %8.2f %8.2f\n", names[k - 1], first / 1e3 / n, last / 1e3 / n);
+    out += line;
+  }
+  // The attention: a block's own split (to its state stored), then the merge where it came last.
+  double own = 0, own_max = 0, after = 0;
+  int items = 0;
+  for (std::int64_t l = 1; l < layers; ++l) {
+    double worst_own = 0, worst_after = 0;
+    for (int b = 0; b < G; ++b) {
+      if (at(l, b, trace_marks - 1) == 0) continue;  // no item
+      const double o = at(l, b, trace_marks - 1) - at(l, b, 3);
+      own += o;
+      ++items;
+      worst_own = std::max(worst_own, o);
+      worst_after = std::max(worst_after, at(l, b, 4) - at(l, b, trace_marks - 1));
+    }
+    own_max += worst_own;
+    after += worst_after;
+  }
+  if (items > 0) {
+    std::snprintf(line, sizeof line,
+                  "attention items, us: own split %.2f (mean), %.2f (slowest); after it (a merge where last) %.2f "
+                  "(slowest)\n",
+                  own / 1e3 / items, own_max / 1e3 / n, after / 1e3 / n);
+    out += line;
+  }
+  // Block 0's tiles of the middle layer: issued, ready, released, from the layer's first mark.
+  const std::int64_t mid = layers / 2;
+  const double base = at(mid, 0, 0);
+  static const char* phase_names[weight_phases] = {"qkv", "o", "gate_up", "down"};
+  out += "block 0's tiles of layer " + std::to_string(mid) + ", us from its start: issued, ready, released\n";
+  for (int i = 0; i < tile_trace_tiles; ++i) {
+    const unsigned long long* r = &tiles[static_cast<std::size_t>(i) * 4];
+    if (static_cast<std::int64_t>(r[3] / 8) != mid || r[0] == 0) continue;
+    std::snprintf(line, sizeof line, "  tile %5d %-8s %9.2f %9.2f %9.2f\n", i, phase_names[r[3] % 8],
+                  (static_cast<double>(r[0]) - base) / 1e3, (static_cast<double>(r[1]) - base) / 1e3,
+                  (static_cast<double>(r[2]) - base) / 1e3);
+    out += line;
   }
   return out;
 }

@@ -299,8 +299,9 @@ void prepare_decode_step(const decode_step_shape& s);
 // kernels use them. start: the sequence's length before the step (its new position), as
 // bias_rope_store reads it. workspace: decode_step_workspace_bytes. Throws std::invalid_argument
 // for a shape decode_step_refusal names.
-// With ITERA_LLM_DECODE_STEP_TRACE=1, block 0's time in each phase of the last launch, averaged
-// over the layers (a table, for tuning); empty otherwise.
+// With ITERA_LLM_DECODE_STEP_TRACE=1, the last launch's time in each phase (block 0's, the mean
+// block's, the slowest's, averaged over the layers), its grid barriers' release, its attention
+// items, and block 0's ring tile by tile in the middle layer (tables, for tuning); empty otherwise.
 std::string decode_step_trace();
 template <class A>
 void decode_step(const decode_layer* layers, const decode_step_shape& s, float* x, A* qkv, A* attn, A* gate_up,
