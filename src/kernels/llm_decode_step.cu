@@ -227,29 +227,26 @@ struct tile_walk {
       if (++phase == weight_phases) phase = 0, ++layer;
     }
   }
-  // The runs of weight bytes the slot of this (tile, part) is copied from; returns their count.
-  __device__ int runs(const step_params& p, slot_run (&r)[max_tile_rows]) const {
+  // The runs of weight bytes the slot of this (tile, part) is copied from: how many, and run k (all
+  // of a slot's runs have as many bytes).
+  __device__ int run_count(const step_params& p) const {
+    const phase_geometry& g = p.geo[phase];
+    return g.half ? 2 : g.parts == 1 ? 1 : min(g.tile_rows, g.rows - t * g.tile_rows);
+  }
+  __device__ slot_run run(const step_params& p, int k) const {
     const phase_geometry& g = p.geo[phase];
     const auto* w = static_cast<const unsigned char*>(phase_weights(p.layers[layer], phase));
     if (g.half) {  // the gate rows, then the up rows at the slot's second half
       const int h = g.tile_rows / 2;
-      const auto bytes = static_cast<unsigned>(min(h, g.half - t * h) * g.row_bytes);
-      for (int k = 0; k < 2; ++k)
-        r[k] = {w + static_cast<std::size_t>(g.row_of(t, k * h)) * g.row_bytes, bytes,
-                static_cast<unsigned>(k * h * g.row_bytes)};
-      return 2;
+      return {w + static_cast<std::size_t>(g.row_of(t, k * h)) * g.row_bytes,
+              static_cast<unsigned>(min(h, g.half - t * h) * g.row_bytes), static_cast<unsigned>(k * h * g.row_bytes)};
     }
-    const int rows = min(g.tile_rows, g.rows - t * g.tile_rows);
-    if (g.parts == 1) {
-      r[0] = {w + static_cast<std::size_t>(t) * g.tile_rows * g.row_bytes, static_cast<unsigned>(rows * g.row_bytes), 0u};
-      return 1;
-    }
-    const int k0 = part * g.k_part;
-    const auto bytes = static_cast<unsigned>(min(g.k_part, g.in - k0));  // fp8: a byte an input
-    for (int k = 0; k < rows; ++k)
-      r[k] = {w + static_cast<std::size_t>(t * g.tile_rows + k) * g.row_bytes + k0, bytes,
-              static_cast<unsigned>(k * g.k_part)};
-    return rows;
+    if (g.parts == 1)
+      return {w + static_cast<std::size_t>(t) * g.tile_rows * g.row_bytes,
+              static_cast<unsigned>(min(g.tile_rows, g.rows - t * g.tile_rows) * g.row_bytes), 0u};
+    const int k0 = part * g.k_part;  // fp8: a byte an input
+    return {w + static_cast<std::size_t>(t * g.tile_rows + k) * g.row_bytes + k0,
+            static_cast<unsigned>(min(g.k_part, g.in - k0)), static_cast<unsigned>(k * g.k_part)};
   }
 };
 
@@ -258,18 +255,21 @@ struct tile_walk {
 // step slower: docs/perf/2026-11-30-decode-step.md.)
 __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty) {
   unsigned long long* tt = blockIdx.x == 0 ? p.tile_trace : nullptr;
+  const int lane = static_cast<int>(threadIdx.x & 31);
   tile_walk copy(p);
   for (ring_cursor rc; !copy.done(p); copy.next(p), rc.next()) {
-    slot_run r[max_tile_rows];
-    const int n = copy.runs(p, r);
-    unsigned bytes = 0;
-    for (int k = 0; k < n; ++k) bytes += r[k].bytes;
+    // Lane k copies the slot's run k.
+    const int n = copy.run_count(p);
+    const slot_run r = copy.run(p, lane < n ? lane : 0);
     const unsigned dst = ring + rc.slot * slot_bytes, bar = full + 8 * rc.slot;
-    tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
-    stamp_tile(tt, rc.seq, 0, global_ns());
-    stamp_tile(tt, rc.seq, 3, static_cast<unsigned long long>(copy.layer * 8 + copy.phase));
-    tma::barrier_expect_bytes(bar, bytes);
-    for (int k = 0; k < n; ++k) bulk_copy(dst + r[k].offset, r[k].src, r[k].bytes, bar);
+    if (lane == 0) {
+      tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
+      stamp_tile(tt, rc.seq, 0, global_ns());
+      stamp_tile(tt, rc.seq, 3, static_cast<unsigned long long>(copy.layer * 8 + copy.phase));
+      tma::barrier_expect_bytes(bar, static_cast<unsigned>(n) * r.bytes);
+    }
+    __syncwarp();
+    if (lane < n) bulk_copy(dst + r.offset, r.src, r.bytes, bar);
   }
 }
 
@@ -714,7 +714,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
   }
   __syncthreads();
   if (threadIdx.x >= consumer_threads) {  // the producer warp
-    if (threadIdx.x == consumer_threads) produce(p, ring, full, empty);
+    produce(p, ring, full, empty);
     return;
   }
 
