@@ -111,8 +111,8 @@ struct step_params {
   unsigned long long* trace;       // null, or [layers][blocks][trace_marks] globaltimer stamps
   unsigned long long* tile_trace;  // null, or [tile_trace_tiles][4] of block 0: see stamp_tile
 };
-constexpr int trace_marks = 16;
-constexpr int tile_trace_tiles = 16384;
+constexpr int trace_marks = 24;  // 0-14 the phases, 15 the attention item's own split, 16-20 the barriers' fences
+constexpr int tile_trace_tiles = 16384, max_traced_layers = 1024;
 
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
@@ -150,9 +150,11 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 
 // Every block's writes before it are visible to every block after it. Consumers only (the
 // producer never waits on one); `target` = barriers passed so far x G.
-__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+template <class Mark>
+__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target, const Mark& fenced) {
   __threadfence();
   consumer_sync();
+  fenced();  // the trace's
   if (threadIdx.x == 0) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
     while (load_acquire(counter) < target) {
@@ -195,7 +197,8 @@ struct ring_cursor {
   }
 };
 // Block 0's tile trace: per tile of the ring [issued (the producer, after its slot emptied),
-// ready (consumer warp 0, its full wait over), released (warp 0 done with it), layer * 8 + phase].
+// ready (consumer warp 0, its full wait over), released (warp 0 done with it): clock64 of the SM;
+// layer * 8 + phase]; after them block 0's clock64 at each layer's start.
 __device__ __forceinline__ void stamp_tile(unsigned long long* tt, int seq, int field, unsigned long long v) {
   if (tt && seq < tile_trace_tiles) tt[4 * seq + field] = v;
 }
@@ -264,7 +267,7 @@ __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsi
     const unsigned dst = ring + rc.slot * slot_bytes, bar = full + 8 * rc.slot;
     if (lane == 0) {
       tma::barrier_wait(empty + 8 * rc.slot, (rc.pass & 1) ^ 1);
-      stamp_tile(tt, rc.seq, 0, global_ns());
+      stamp_tile(tt, rc.seq, 0, clock64());
       stamp_tile(tt, rc.seq, 3, static_cast<unsigned long long>(copy.layer * 8 + copy.phase));
       tma::barrier_expect_bytes(bar, static_cast<unsigned>(n) * r.bytes);
     }
@@ -297,7 +300,7 @@ __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* r
       const int s0 = min(steps, warp * per), s1 = min(steps, s0 + per);
       const auto* xh = static_cast<const unsigned char*>(xs) + 2 * part * g.k_part + 32 * t4;  // x at k + 16 t4
       tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
-      if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 1, global_ns());
+      if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 1, clock64());
       // Column gq reads row gq of the tile, or its first row where the tile holds fewer (unused).
       const unsigned char* wrow = ring_ptr + rc.slot * slot_bytes + (gq < g.tile_rows ? gq : 0) * stride + 16 * t4;
       for (int st = s0; st < s1; ++st) {
@@ -318,7 +321,7 @@ __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* r
       }
       __syncwarp();
       if (lane == 0) tma::barrier_arrive(empty + 8 * rc.slot);
-      if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 2, global_ns());
+      if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 2, clock64());
       rc.next();
     }
     if (gq == 0) {
@@ -342,7 +345,7 @@ __device__ int consume_16bit_tiles(const phase_geometry& g, const unsigned char*
   int local = 0;
   for (int t = static_cast<int>(blockIdx.x); t < g.tiles; t += static_cast<int>(gridDim.x)) {
     tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
-    if (tid == 0) stamp_tile(tt, rc.seq, 1, global_ns());
+    if (tid == 0) stamp_tile(tt, rc.seq, 1, clock64());
     const auto* tile = reinterpret_cast<const uint4*>(ring_ptr + rc.slot * slot_bytes);
     // Every row of the slot is multiplied, held or not (a partial tile's other rows are whatever
     // the slot held before: sums never stored), so that the loop has no test but its bound.
@@ -363,7 +366,7 @@ __device__ int consume_16bit_tiles(const phase_geometry& g, const unsigned char*
     }
     __syncwarp();
     if (lane == 0) tma::barrier_arrive(empty + 8 * rc.slot);  // this warp is done with the slot
-    if (tid == 0) stamp_tile(tt, rc.seq, 2, global_ns());
+    if (tid == 0) stamp_tile(tt, rc.seq, 2, clock64());
     rc.next();
 #pragma unroll
     for (int r = 0; r < max_tile_rows; ++r) {
@@ -658,7 +661,7 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
   consumer_sync();
   int* last = reinterpret_cast<int*>(states);
   if (tid == 0) last[0] = atomicAdd(p.counter + 1 + kvh, 1u) == static_cast<unsigned>(p.splits - 1);
-  stamp_mark(p, layer, trace_marks - 1);  // the split's own state stored (a merge may follow)
+  stamp_mark(p, layer, 15);  // the split's own state stored (a merge may follow)
   consumer_sync();
   if (last[0]) {
     __threadfence();
@@ -732,6 +735,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     // Where the consumers are (ITERA_LLM_DECODE_STEP_TRACE): what each phase takes.
     const auto mark = [&](int k) { stamp_mark(p, layer, k); };
     mark(0);
+    if (tt && tid == 0 && layer < max_traced_layers) tt[4 * tile_trace_tiles + layer] = clock64();  // the tiles' clock
     // qkv
     stage_norm<A>(p.x, static_cast<const A*>(L.input_norm), p.eps, p.hidden, xs, scratch);
     if constexpr (FP8W) to_mma_input<A>(xs, p.hidden);
@@ -741,13 +745,13 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     });
     prefetch_item_keys<C>(p, L, pos);
     mark(2);
-    grid_barrier(p.counter, ++barriers * G);
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(16); });
     mark(3);
     // attention: the (kv head, split) items, each kv head's last one merging into attn
     for (int item = static_cast<int>(blockIdx.x); item < p.kv_heads * p.splits; item += static_cast<int>(G))
       attend_item<A, C>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
     mark(4);
-    grid_barrier(p.counter, ++barriers * G);
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(17); });
     mark(5);
     // o: x += attn Wo^T
     for (int c = tid; c < p.heads * step_head_dim / 8; c += consumer_threads)
@@ -759,7 +763,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
       p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
     });
     mark(7);
-    grid_barrier(p.counter, ++barriers * G);
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(18); });
     mark(8);
     // gate_up
     stage_norm<A>(p.x, static_cast<const A*>(L.post_norm), p.eps, p.hidden, xs, scratch);
@@ -780,7 +784,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
       });
     }
     mark(10);
-    grid_barrier(p.counter, ++barriers * G);
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(19); });
     mark(11);
     // down: x += act Wdown^T
     if (p.geo[p_gate_up].half) {
@@ -796,7 +800,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
       p.x[row] = scaled(L.sdown, row, s) + __ldcg(p.x + row);
     });
     mark(13);
-    grid_barrier(p.counter, ++barriers * G);
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(20); });
     mark(14);
   }
 #endif
@@ -962,7 +966,7 @@ void prepare_decode_step(const decode_step_shape& s) {
       ITERA_CUDA_CHECK(cudaMemset(t.device, 0, marks * 8));  // mark 15 is only stamped by blocks with an item
       t.marks = marks;
     }
-    if (!t.tiles) ITERA_CUDA_CHECK(cudaMalloc(&t.tiles, std::size_t{tile_trace_tiles} * 4 * 8));
+    if (!t.tiles) ITERA_CUDA_CHECK(cudaMalloc(&t.tiles, (std::size_t{tile_trace_tiles} * 4 + max_traced_layers) * 8));
   }
   int per_sm = 0;
   ITERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, step_threads, plan.layout.bytes));
@@ -1011,7 +1015,7 @@ std::string decode_step_trace() {
   const int G = t.launched_blocks;
   if (!t.device || layers < 2) return {};  // the means are over layers 1.. (layer 0 starts cold)
   std::vector<unsigned long long> stamps(static_cast<std::size_t>(layers) * G * trace_marks);
-  std::vector<unsigned long long> tiles(std::size_t{tile_trace_tiles} * 4);
+  std::vector<unsigned long long> tiles(std::size_t{tile_trace_tiles} * 4 + max_traced_layers);
   ITERA_CUDA_CHECK(cudaDeviceSynchronize());
   ITERA_CUDA_CHECK(cudaMemcpy(stamps.data(), t.device, stamps.size() * 8, cudaMemcpyDeviceToHost));
   ITERA_CUDA_CHECK(cudaMemcpy(tiles.data(), t.tiles, tiles.size() * 8, cudaMemcpyDeviceToHost));
@@ -1019,13 +1023,13 @@ std::string decode_step_trace() {
     return static_cast<double>(stamps[(static_cast<std::size_t>(l) * G + b) * trace_marks + k]);
   };
   const double n = static_cast<double>(layers - 1);
-  static const char* names[trace_marks - 2] = {"qkv norm",     "qkv product",     "barrier",      "attention",
+  static const char* names[14] = {"qkv norm",     "qkv product",     "barrier",      "attention",
                                                "barrier",      "o staging",       "o product",    "barrier",
                                                "gate_up norm", "gate_up product", "barrier",      "down staging",
                                                "down product", "barrier"};
   char line[160];
   std::string out = "decode_step phases, us a layer (means over layers 1..): block 0, the mean block, the slowest\n";
-  for (int k = 0; k < trace_marks - 2; ++k) {
+  for (int k = 0; k < 14; ++k) {
     double b0 = 0, mean = 0, slowest = 0;
     for (std::int64_t l = 1; l < layers; ++l) {
       double worst = 0;
@@ -1042,20 +1046,25 @@ std::string decode_step_trace() {
     out += line;
   }
   // Each grid barrier: from the last block's arrival to the first and the last block's exit.
-  out += "grid barriers, us from the last arrival to the first exit, to the last exit:\n";
-  for (const int k : {2, 4, 7, 10, 13}) {
-    double first = 0, last = 0;
+  out += "grid barriers, us from the last arrival: its fence done, the first exit, the last exit:\n";
+  const int arrivals[5] = {2, 4, 7, 10, 13};
+  for (int i = 0; i < 5; ++i) {
+    const int k = arrivals[i];
+    double fenced = 0, first = 0, last = 0;
     for (std::int64_t l = 1; l < layers; ++l) {
       double arrive = 0, lo = 1e300, hi = 0;
+      int latest = 0;
       for (int b = 0; b < G; ++b) {
-        arrive = std::max(arrive, at(l, b, k));
+        if (at(l, b, k) > arrive) arrive = at(l, b, k), latest = b;
         lo = std::min(lo, at(l, b, k + 1));
         hi = std::max(hi, at(l, b, k + 1));
       }
+      fenced += at(l, latest, 16 + i) - arrive;
       first += lo - arrive;
       last += hi - arrive;
     }
-    std::snprintf(line, sizeof line, "  after %-16s %8.2f %8.2f\n", names[k - 1], first / 1e3 / n, last / 1e3 / n);
+    std::snprintf(line, sizeof line, "  after %-16s %8.2f %8.2f %8.2f\n", names[k - 1], fenced / 1e3 / n, first / 1e3 / n,
+                  last / 1e3 / n);
     out += line;
   }
   // The attention: a block's own split (to its state stored), then the merge where it came last.
@@ -1064,12 +1073,12 @@ std::string decode_step_trace() {
   for (std::int64_t l = 1; l < layers; ++l) {
     double worst_own = 0, worst_after = 0;
     for (int b = 0; b < G; ++b) {
-      if (at(l, b, trace_marks - 1) == 0) continue;  // no item
-      const double o = at(l, b, trace_marks - 1) - at(l, b, 3);
+      if (at(l, b, 15) == 0) continue;  // no item
+      const double o = at(l, b, 15) - at(l, b, 3);
       own += o;
       ++items;
       worst_own = std::max(worst_own, o);
-      worst_after = std::max(worst_after, at(l, b, 4) - at(l, b, trace_marks - 1));
+      worst_after = std::max(worst_after, at(l, b, 4) - at(l, b, 15));
     }
     own_max += worst_own;
     after += worst_after;
@@ -1083,15 +1092,21 @@ std::string decode_step_trace() {
   }
   // Block 0's tiles of the middle layer: issued, ready, released, from the layer's first mark.
   const std::int64_t mid = layers / 2;
-  const double base = at(mid, 0, 0);
+  const unsigned long long* clocks = &tiles[std::size_t{tile_trace_tiles} * 4];  // block 0's clock64 at each layer's start
+  const std::int64_t last_clock = std::min<std::int64_t>(layers, max_traced_layers) - 1;
+  const double per_ns = last_clock > 1 ? static_cast<double>(clocks[last_clock] - clocks[1]) /
+                                             (at(last_clock, 0, 0) - at(1, 0, 0))
+                                       : 1.0;
+  const double base = static_cast<double>(clocks[std::min<std::int64_t>(mid, last_clock)]);
   static const char* phase_names[weight_phases] = {"qkv", "o", "gate_up", "down"};
-  out += "block 0's tiles of layer " + std::to_string(mid) + ", us from its start: issued, ready, released\n";
+  out += "block 0's tiles of layer " + std::to_string(mid) + ", us from its start (clock64, " + std::to_string(per_ns) +
+         " cycles a ns): issued, ready, released\n";
   for (int i = 0; i < tile_trace_tiles; ++i) {
     const unsigned long long* r = &tiles[static_cast<std::size_t>(i) * 4];
     if (static_cast<std::int64_t>(r[3] / 8) != mid || r[0] == 0) continue;
-    std::snprintf(line, sizeof line, "  tile %5d %-8s %9.2f %9.2f %9.2f\n", i, phase_names[r[3] % 8],
-                  (static_cast<double>(r[0]) - base) / 1e3, (static_cast<double>(r[1]) - base) / 1e3,
-                  (static_cast<double>(r[2]) - base) / 1e3);
+    std::snprintf(line, sizeof line, "  tile %5d %-8s %9.3f %9.3f %9.3f\n", i, phase_names[r[3] % 8],
+                  (static_cast<double>(r[0]) - base) / per_ns / 1e3, (static_cast<double>(r[1]) - base) / per_ns / 1e3,
+                  (static_cast<double>(r[2]) - base) / per_ns / 1e3);
     out += line;
   }
   return out;
