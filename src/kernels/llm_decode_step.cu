@@ -111,7 +111,8 @@ struct step_params {
   unsigned long long* trace;       // null, or [layers][blocks][trace_marks] globaltimer stamps
   unsigned long long* tile_trace;  // null, or [tile_trace_tiles][4] of block 0: see stamp_tile
 };
-constexpr int trace_marks = 24;  // 0-14 the phases, 15 the attention item's own split, 16-20 the barriers' fences
+constexpr int trace_marks = 24;  // 0-14 the phases, 15 the attention item's own split, 16-20 the barriers' fences,
+                                  // 21-23 inside the attention item
 constexpr int tile_trace_tiles = 16384, max_traced_layers = 1024;
 
 __device__ __forceinline__ unsigned long long global_ns() {
@@ -533,7 +534,7 @@ __device__ void prefetch_item_keys(const step_params& p, const decode_layer& L, 
 // One (kv head, split) item of the attention: its keys' online-softmax state per query head of
 // the group into part[item][g][acc | m | l]. Scratch (shared, fp32): q [group][128], the new k and
 // v [128] each, the warps' states [warps][group][130].
-template <class A, class C>
+template <class A, class C, int GM>
 __device__ void attend_item(const step_params& p, const decode_layer& L, int layer, int item, int pos,
                             float* scratch_f) {
   constexpr int HD = step_head_dim, HALF = HD / 2;
@@ -579,11 +580,12 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
       vnew[d] = cache_value<C>(v);
     }
   consumer_sync();
+  stamp_mark(p, layer, 21);  // q, k and v in place
 
   // Warp w takes keys kbeg + w, + 8, ...; lane l holds dims 4l..4l+3.
-  float m[max_group], l[max_group], acc[max_group][4];
+  float m[GM], l[GM], acc[GM][4];
 #pragma unroll
-  for (int g = 0; g < max_group; ++g) {
+  for (int g = 0; g < GM; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
 #pragma unroll
@@ -596,8 +598,7 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
     float kf[batch][4], vf[batch][4];
 #pragma unroll
     for (int b = 0; b < batch; ++b) {
-      const int key = k0 + b * step_consumers;
-      if (key >= kend) continue;
+      const int key = min(k0 + b * step_consumers, kend - 1);  // past the range: the last key again, never used
       if (owns_new && key == pos) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) kf[b][j] = knew[4 * lane + j], vf[b][j] = vnew[4 * lane + j];
@@ -606,19 +607,32 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
         load4_cache<C>(vb + static_cast<std::size_t>(key) * HD, vf[b]);
       }
     }
+    // Every (key, head) score first, their lanes summed together (batch x GM independent chains of
+    // shuffles, as warp_sum adds them), then the online softmax in key order.
+    float sc[batch][GM];
 #pragma unroll
-    for (int b = 0; b < batch; ++b) {
-      const int key = k0 + b * step_consumers;
-      if (key >= kend) break;
+    for (int b = 0; b < batch; ++b)
 #pragma unroll
-      for (int g = 0; g < max_group; ++g) {
-        if (g >= group) break;
+      for (int g = 0; g < GM; ++g) {
         const float4 q = *reinterpret_cast<const float4*>(q_s + g * HD + 4 * lane);
         float s = q.x * kf[b][0];
         s = fmaf(q.y, kf[b][1], s);
         s = fmaf(q.z, kf[b][2], s);
-        s = fmaf(q.w, kf[b][3], s);
-        s = warp_sum(s) * p.scale_log2;
+        sc[b][g] = fmaf(q.w, kf[b][3], s);
+      }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int b = 0; b < batch; ++b)
+#pragma unroll
+        for (int g = 0; g < GM; ++g) sc[b][g] += __shfl_xor_sync(0xffffffffu, sc[b][g], o);
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      if (k0 + b * step_consumers >= kend) break;
+#pragma unroll
+      for (int g = 0; g < GM; ++g) {
+        if (g >= group) break;
+        const float s = sc[b][g] * p.scale_log2;
         const float mn = fmaxf(m[g], s);
         const float corr = exp2f(m[g] - mn), pr = exp2f(s - mn);
         m[g] = mn;
@@ -628,9 +642,10 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
       }
     }
   }
+  stamp_mark(p, layer, 22);  // keys done (thread 0's warp)
   // The warps' states, then merged in warp order into the item's part.
 #pragma unroll
-  for (int g = 0; g < max_group; ++g) {
+  for (int g = 0; g < GM; ++g) {
     if (g >= group) break;
     float* st = states + (warp * group + g) * (HD + 2);
 #pragma unroll
@@ -659,39 +674,49 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
   // The kv head's last split to arrive merges the splits' states, in split order, into attn.
   __threadfence();
   consumer_sync();
+  stamp_mark(p, layer, 23);  // the part stored, fenced
   int* last = reinterpret_cast<int*>(states);
   if (tid == 0) last[0] = atomicAdd(p.counter + 1 + kvh, 1u) == static_cast<unsigned>(p.splits - 1);
   stamp_mark(p, layer, 15);  // the split's own state stored (a merge may follow)
   consumer_sync();
   if (last[0]) {
     __threadfence();
-    // Per output (g, d): every split's m, l and acc[d] loaded before any is used (16 splits a
-    // round trip), then added in split order.
+    // Per pair of outputs (g, d..d+1): every split's m, l and acc[d..d+1] loaded before any is
+    // used (16 splits a round trip), their maximum taken, then the splits added in split order.
     constexpr int at_once = 16;
-    for (int i = tid; i < group * HD; i += consumer_threads) {
-      const int g = i / HD, d = i % HD;
-      float mx = -INFINITY, acc = 0.0f, l = 0.0f;
+    for (int i = tid; i < group * HD / 2; i += consumer_threads) {
+      const int g = 2 * i / HD, d = 2 * i % HD;
+      float mx = -INFINITY, l = 0.0f;
+      float2 acc = make_float2(0.0f, 0.0f);
       for (int s0 = 0; s0 < p.splits; s0 += at_once) {
-        float ms[at_once], ls[at_once], as[at_once];
+        float ms[at_once], ls[at_once];
+        float2 as[at_once];
 #pragma unroll
         for (int j = 0; j < at_once; ++j) {
           const float* st =
               p.part + (static_cast<std::size_t>(kvh * p.splits + min(s0 + j, p.splits - 1)) * max_group + g) * part_stride;
-          ms[j] = s0 + j < p.splits ? __ldcg(st + HD) : -INFINITY;
+          ms[j] = s0 + j < p.splits ? __ldcg(st + HD) : -INFINITY;  // past the last split: weight 0
           ls[j] = __ldcg(st + HD + 1);
-          as[j] = __ldcg(st + d);
+          as[j] = __ldcg(reinterpret_cast<const float2*>(st + d));
         }
+        float mn = mx;
+#pragma unroll
+        for (int j = 0; j < at_once; ++j) mn = fmaxf(mn, ms[j]);
+        if (mn == -INFINITY) continue;  // no keys yet (a split without keys stores m = -inf, acc = l = 0)
+        const float old_f = exp2f(mx - mn);
+        acc.x *= old_f, acc.y *= old_f, l *= old_f;
 #pragma unroll
         for (int j = 0; j < at_once; ++j) {
-          if (ms[j] == -INFINITY) continue;  // a split without keys (or past the last)
-          const float mn = fmaxf(mx, ms[j]);
-          const float old_f = exp2f(mx - mn), f = exp2f(ms[j] - mn);
-          acc = acc * old_f + as[j] * f;
-          l = l * old_f + ls[j] * f;
-          mx = mn;
+          const float f = exp2f(ms[j] - mn);
+          acc.x = fmaf(as[j].x, f, acc.x);
+          acc.y = fmaf(as[j].y, f, acc.y);
+          l = fmaf(ls[j], f, l);
         }
+        mx = mn;
       }
-      static_cast<A*>(p.attn)[(kvh * group + g) * HD + d] = from_float<A>(acc / l);
+      A* out_attn = static_cast<A*>(p.attn) + (kvh * group + g) * HD + d;
+      out_attn[0] = from_float<A>(acc.x / l);
+      out_attn[1] = from_float<A>(acc.y / l);
     }
     if (tid == 0) p.counter[1 + kvh] = 0;  // ready for the next layer
   }
@@ -749,7 +774,10 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     mark(3);
     // attention: the (kv head, split) items, each kv head's last one merging into attn
     for (int item = static_cast<int>(blockIdx.x); item < p.kv_heads * p.splits; item += static_cast<int>(G))
-      attend_item<A, C>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
+      if (p.group <= 4)
+        attend_item<A, C, 4>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
+      else
+        attend_item<A, C, max_group>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
     mark(4);
     grid_barrier(p.counter, ++barriers * G, [&] { mark(17); });
     mark(5);
@@ -1084,6 +1112,20 @@ std::string decode_step_trace() {
     after += worst_after;
   }
   if (items > 0) {
+    double q = 0, keys = 0, part = 0, atomic = 0;
+    for (std::int64_t l = 1; l < layers; ++l)
+      for (int b = 0; b < G; ++b) {
+        if (at(l, b, 15) == 0) continue;
+        q += at(l, b, 21) - at(l, b, 3);
+        keys += at(l, b, 22) - at(l, b, 21);
+        part += at(l, b, 23) - at(l, b, 22);
+        atomic += at(l, b, 15) - at(l, b, 23);
+      }
+    std::snprintf(line, sizeof line,
+                  "attention items, us (means): q, k, v in place %.2f; keys %.2f; part stored and fenced %.2f; "
+                  "arrival counted %.2f\n",
+                  q / 1e3 / items, keys / 1e3 / items, part / 1e3 / items, atomic / 1e3 / items);
+    out += line;
     std::snprintf(line, sizeof line,
                   "attention items, us: own split %.2f (mean), %.2f (slowest); after it (a merge where last) %.2f "
                   "(slowest)\n",
