@@ -164,10 +164,17 @@ __device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target,
   consumer_sync();
 }
 
+// Weights are read once a step: their lines go first when L2 needs room, so that what the step
+// reads again (x, qkv, the attention's keys prefetched ahead, its parts) stays (H200: -0.5% a step,
+// docs/perf/2026-11-30-decode-step-2.md).
 __device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
 }
 
 __device__ __forceinline__ uint4 ldcg4(const void* p) { return __ldcg(static_cast<const uint4*>(p)); }
@@ -932,11 +939,6 @@ const void* kernel_for(const decode_step_shape& s) {
 
 // ITERA_LLM_DECODE_STEP=0 keeps the per-layer kernels (A/B runs); a test may override it.
 overridable_switch decode_step_switch{"ITERA_LLM_DECODE_STEP", true};
-// fp8 weights only with ITERA_LLM_DECODE_STEP_FP8=1: measured on the H200 (llama-3.1-8b, batch 1,
-// 2026-11-30) the step took 3.09 ms here against 2.90 with the per-layer kernels (its products at
-// the bytes' pace, but ~27 us a layer outside them weigh more against fp8's ~56 us of bytes than
-// against bf16's ~104); bf16 runs faster here (4.15-4.30 against 4.34-4.39 ms).
-overridable_switch decode_step_fp8_switch{"ITERA_LLM_DECODE_STEP_FP8", false};
 
 // ITERA_LLM_DECODE_STEP_TRACE=1: every block stamps each phase of each layer (globaltimer), and
 // block 0 each tile of its ring, into buffers allocated by prepare_decode_step;
@@ -962,14 +964,11 @@ bool tracing() {
 
 std::string decode_step_refusal(const decode_step_shape& s) {
   if (!decode_step_switch.on()) return "ITERA_LLM_DECODE_STEP=0";
-  if (s.fp8_weights && !decode_step_fp8_switch.on())
-    return "fp8 weights run faster in the per-layer kernels (ITERA_LLM_DECODE_STEP_FP8=1 to use it anyway)";
   return plan_for(s).refusal;
 }
 
 void override_decode_step(std::optional<bool> on) {
   decode_step_switch.override(on);
-  decode_step_fp8_switch.override(on);
 }
 
 std::size_t decode_step_workspace_bytes(const decode_step_shape& s) {

@@ -283,9 +283,8 @@ struct decode_step_shape {
   kv_storage kv = kv_storage::bf16;
   float eps = 0, scale = 0;  // the norms' epsilon; the attention's score scale
 };
-// Why the kernel does not take a shape on the current device (or ITERA_LLM_DECODE_STEP=0, or fp8
-// weights without ITERA_LLM_DECODE_STEP_FP8=1: slower there, measured), empty when it does; a test
-// may override both switches (std::nullopt: the environment's choice again).
+// Why the kernel does not take a shape on the current device (or ITERA_LLM_DECODE_STEP=0), empty
+// when it does; a test may override the switch (std::nullopt: the environment's choice again).
 std::string decode_step_refusal(const decode_step_shape& s);
 void override_decode_step(std::optional<bool> on);
 // Device memory decode_step needs beside its operands (the attention's split states and the
