@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# session 8, run 11: fp8 codes to fp16 by their bits, 2^8 folded into the scales (dt_f8bit) against 17b28e9
+set -uo pipefail
+tar xzf bb.tgz
+export LD_LIBRARY_PATH=$PWD/bb/lib:/usr/local/cuda/lib64
+B=$PWD/bb/bin
+L=$OUT/all.log
+timeout 120 $B/dt_f8bit --gtest_filter='*decode_step*' >$OUT/t.log 2>&1; echo "f8bit step test rc $? $(grep -E '^\[  (PASSED|FAILED)' $OUT/t.log | tr '\n' ' ')"; cat $OUT/t.log >>$L
+grep -E "Failure|Expected|Which is|step [0-9]" $OUT/t.log | head -10
+t() { echo "=== $3 $1 $4 $2" >>$L; env $4 ITERA_LLM_TIMING_WEIGHTS=$2 ITERA_LLM_TIMING_BATCH=1 timeout 120 $B/$1 --gtest_filter='*decode_timing_llama*' >$OUT/t.log 2>&1; rc=$?; cat $OUT/t.log >>$L
+  echo "$3 $1 $4 $2: rc $rc $(grep -E 'CUDA graph' $OUT/t.log | tail -1 | sed 's/.*context ~[0-9]*, //')"; }
+for r in 1 2 3; do t itera_device_tests fp8_e4m3 head$r X=1; t dt_f8bit fp8_e4m3 bit$r X=1; done
+t dt_f8bit fp8_e4m3 trbit ITERA_LLM_DECODE_STEP_TRACE=1
+sed -n '/decode_step phases/,/own split/p' $OUT/t.log
+grep -A200 "block 0's tiles" $OUT/t.log | grep -E " o " | head -8
+rm -f $OUT/t.log
