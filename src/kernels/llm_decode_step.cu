@@ -285,15 +285,17 @@ __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsi
 }
 
 // The block's tiles of an fp8 product on tensor cores (mma.sync m16n8k16, fp16 operands, fp32
-// sums), as the per-layer gemv_fp8_mma_kernel multiplies them but with the roles turned: the tile's
-// rows are B's 8 columns (a tile holds up to 8), x is A's row 0 (rows 1..15 zero), so lanes 0..3
-// end with the tile's 8 sums, two each. x_s holds fp16 here (to_mma_input). The warps split k into
-// whole 64-wide steps; per step a lane converts 16 codes of its row g = lane / 4 at 16 (lane % 4),
-// four instructions of four codes each: the k order inside a step is the same permutation for A
-// and B, so the products pair up. ~0.8 instructions a byte where widening to fp32 on CUDA cores
-// took ~2.5. Rows longer than an eighth of a slot come in parts (phase_geometry), the sums carried
-// over them in four accumulators (one per instruction of a step: independent chains). Returns the
-// rows the block took.
+// sums). A's 16 rows are the tile's 8 rows twice: rows 0..7 at the first half of the slot's k,
+// rows 8..15 at its second half; B's column 0 is x at the first half, column 1 x at the second
+// (the other columns zero), so row r's sum is C[r][0] + C[r + 8][1], both in lane 4 r, and an
+// instruction takes 256 weights (with the rows as B's columns and x as A's row 0 it took 128:
+// the step 2.76 -> 2.62-2.64 ms: docs/perf/2026-11-30-decode-step-2.md). x_s holds fp16 here. The
+// warps split each half into whole 64-wide steps; per step a lane converts 16 codes of its row
+// g = lane / 4 at 16 (lane % 4) in each half, four instructions of four codes each: the k order
+// inside a step is the same permutation for A and B, so the products pair up. Rows longer than an
+// eighth of a slot come in parts (phase_geometry), the sums carried over them in four accumulators
+// (one per instruction of a step: independent chains). Every part's inputs are a multiple of 128
+// (plan_for). Returns the rows the block took.
 __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full, unsigned empty,
                                  ring_cursor& rc, const void* xs, float* red, int red_rows, unsigned long long* tt) {
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
@@ -304,27 +306,30 @@ __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* r
     float c[4][4] = {};
     for (int part = 0; part < g.parts; ++part) {
       const int kpart = g.parts == 1 ? g.in : min(g.k_part, g.in - part * g.k_part);
-      const int steps = kpart / 64, per = (steps + step_consumers - 1) / step_consumers;
+      const int half = kpart / 2;  // inputs
+      const int steps = half / 64, per = (steps + step_consumers - 1) / step_consumers;
       const int s0 = min(steps, warp * per), s1 = min(steps, s0 + per);
-      const auto* xh = static_cast<const unsigned char*>(xs) + 2 * part * g.k_part + 32 * t4;  // x at k + 16 t4
+      // x at k + 16 t4 of the half column gq takes (gq 0 or 1; the other columns zero)
+      const auto* xh = static_cast<const unsigned char*>(xs) + 2 * (part * g.k_part + (gq & 1) * half) + 32 * t4;
       tma::barrier_wait(full + 8 * rc.slot, rc.pass & 1);
       if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 1, clock64());
-      // Column gq reads row gq of the tile, or its first row where the tile holds fewer (unused).
+      // Row gq of the tile, or its first row where the tile holds fewer (sums never stored).
       const unsigned char* wrow = ring_ptr + rc.slot * slot_bytes + (gq < g.tile_rows ? gq : 0) * stride + 16 * t4;
       for (int st = s0; st < s1; ++st) {
         const int k = st * 64;
-        const uint4 codes = *reinterpret_cast<const uint4*>(wrow + k);
+        const uint4 c0 = *reinterpret_cast<const uint4*>(wrow + k), c1 = *reinterpret_cast<const uint4*>(wrow + half + k);
         uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
-        if (gq == 0) {
+        if (gq < 2) {
           x0 = *reinterpret_cast<const uint4*>(xh + 2 * k);
           x1 = *reinterpret_cast<const uint4*>(xh + 2 * k + 16);
         }
-        const unsigned w[4] = {codes.x, codes.y, codes.z, codes.w};
+        const unsigned w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
         const unsigned xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const unsigned a[4] = {xv[2 * j], 0u, xv[2 * j + 1], 0u};
-          mma_m16n8k16<fp16>(c[j], a, fp16_pair_of_codes(w[j] & 0xffffu), fp16_pair_of_codes(w[j] >> 16));
+          const unsigned a[4] = {fp16_pair_of_codes(w0[j] & 0xffffu), fp16_pair_of_codes(w1[j] & 0xffffu),
+                                 fp16_pair_of_codes(w0[j] >> 16), fp16_pair_of_codes(w1[j] >> 16)};
+          mma_m16n8k16<fp16>(c[j], a, xv[2 * j], xv[2 * j + 1]);
         }
       }
       __syncwarp();
@@ -332,10 +337,9 @@ __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* r
       if (threadIdx.x == 0) stamp_tile(tt, rc.seq, 2, clock64());
       rc.next();
     }
-    if (gq == 0) {
-      const float s0v = (c[0][0] + c[1][0]) + (c[2][0] + c[3][0]), s1v = (c[0][1] + c[1][1]) + (c[2][1] + c[3][1]);
-      if (2 * t4 < g.tile_rows) red[warp * red_rows + local + 2 * t4] = s0v;
-      if (2 * t4 + 1 < g.tile_rows) red[warp * red_rows + local + 2 * t4 + 1] = s1v;
+    if (t4 == 0 && gq < g.tile_rows) {
+      const float s0v = (c[0][0] + c[1][0]) + (c[2][0] + c[3][0]), s1v = (c[0][3] + c[1][3]) + (c[2][3] + c[3][3]);
+      red[warp * red_rows + local + gq] = s0v + s1v;
     }
     local += g.tile_rows;
   }
@@ -861,7 +865,7 @@ step_plan plan_for(const decode_step_shape& s) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > max_group)
     return refuse("at most 8 query heads per kv head");
   const std::int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
-  const int per = s.fp8_weights ? 64 : 8;  // values a step of the consumers takes (fp8: tensor cores)
+  const int per = s.fp8_weights ? 128 : 8;  // values a step of the consumers takes (fp8: two halves of 64)
   for (const std::int64_t in : {s.hidden, q_dim, s.intermediate})
     if (in % per != 0 || in * (s.fp8_weights ? 1 : 2) > slot_bytes)
       return refuse("every product's input width must be a multiple of " + std::to_string(per) + " and its row fit " +
@@ -891,7 +895,7 @@ step_plan plan_for(const decode_step_shape& s) {
     g.k_part = static_cast<int>(ins[i]);
     if (s.fp8_weights && g.tile_rows < max_tile_rows && i != p_gate_up) {
       // The tensor-core consumers take 8 rows a tile: longer rows go in parts of whole 64-wide steps.
-      g.k_part = slot_bytes / max_tile_rows / 64 * 64;
+      g.k_part = slot_bytes / max_tile_rows / 128 * 128;
       g.parts = static_cast<int>((ins[i] + g.k_part - 1) / g.k_part);
       g.tile_rows = max_tile_rows;
     }
