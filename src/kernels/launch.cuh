@@ -50,7 +50,8 @@ bool programmatic_launch_enabled();
 bool env_switch(const char* name, bool unset);
 // An env_switch that a test may override for the process: on() is the override where one is set,
 // else the environment's choice (read once); override(std::nullopt) gives that back. For the
-// kernel choices tests pin both ways (ITERA_VIT_ATTENTION_PERSISTENT, ITERA_LLM_FP8_MMA_GEMV).
+// kernel choices tests pin both ways (ITERA_VIT_ATTENTION_PERSISTENT, ITERA_LLM_FP8_MMA_GEMV,
+// ITERA_LLM_DECODE_STEP).
 class overridable_switch {
  public:
   constexpr overridable_switch(const char* name, bool unset) : m_name(name), m_unset(unset) {}

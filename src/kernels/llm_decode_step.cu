@@ -44,6 +44,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -111,8 +112,13 @@ struct step_params {
   unsigned long long* trace;       // null, or [layers][blocks][trace_marks] globaltimer stamps
   unsigned long long* tile_trace;  // null, or [tile_trace_tiles][4] of block 0: see stamp_tile
 };
-constexpr int trace_marks = 24;  // 0-14 the phases, 15 the attention item's own split, 16-20 the barriers' fences,
-                                  // 21-23 inside the attention item
+// The trace's marks of a layer: phase k runs from mark k to mark k + 1 (phase_marks of them), then
+// the attention item's own and each grid barrier's fence (barrier i: mark_fenced + i).
+constexpr int phase_marks = 15;
+constexpr int mark_item_counted = 15;  // the item's split stored and its arrival counted (a merge may follow)
+constexpr int mark_fenced = 16;        // 5 barriers a layer
+constexpr int mark_qkv_in_place = 21, mark_keys_done = 22, mark_part_fenced = 23;
+constexpr int trace_marks = 24;
 constexpr int tile_trace_tiles = 16384, max_traced_layers = 1024;
 
 __device__ __forceinline__ unsigned long long global_ns() {
@@ -215,9 +221,10 @@ __device__ __forceinline__ const void* phase_weights(const decode_layer& L, int 
   return p == p_qkv ? L.wqkv : p == p_o ? L.wo : p == p_gate_up ? L.wgu : L.wdown;
 }
 
-// The block's tiles in the order its consumers take them: (layer, weight phase, tile t), t from
-// blockIdx.x in steps of gridDim.x; a tile's rows come from one run of weight bytes, or two for a
-// paired phase (the gate rows, then the up rows at the slot's second half).
+// The block's tiles in the order its consumers take them: (layer, weight phase, tile t, part), t
+// from blockIdx.x in steps of gridDim.x; a slot's rows come from one run of weight bytes, two for a
+// paired phase (the gate rows, then the up rows at the slot's second half), or one a row for a
+// tile in parts.
 struct slot_run {
   const unsigned char* src;
   unsigned bytes, offset;
@@ -591,7 +598,7 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
       vnew[d] = cache_value<C>(v);
     }
   consumer_sync();
-  stamp_mark(p, layer, 21);  // q, k and v in place
+  stamp_mark(p, layer, mark_qkv_in_place);
 
   // Warp w takes keys kbeg + w, + 8, ...; lane l holds dims 4l..4l+3.
   float m[GM], l[GM], acc[GM][4];
@@ -653,7 +660,7 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
       }
     }
   }
-  stamp_mark(p, layer, 22);  // keys done (thread 0's warp)
+  stamp_mark(p, layer, mark_keys_done);  // thread 0's warp
   // The warps' states, then merged in warp order into the item's part.
 #pragma unroll
   for (int g = 0; g < GM; ++g) {
@@ -685,10 +692,10 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
   // The kv head's last split to arrive merges the splits' states, in split order, into attn.
   __threadfence();
   consumer_sync();
-  stamp_mark(p, layer, 23);  // the part stored, fenced
+  stamp_mark(p, layer, mark_part_fenced);
   int* last = reinterpret_cast<int*>(states);
   if (tid == 0) last[0] = atomicAdd(p.counter + 1 + kvh, 1u) == static_cast<unsigned>(p.splits - 1);
-  stamp_mark(p, layer, 15);  // the split's own state stored (a merge may follow)
+  stamp_mark(p, layer, mark_item_counted);
   consumer_sync();
   if (last[0]) {
     __threadfence();
@@ -781,7 +788,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     });
     prefetch_item_keys<C>(p, L, pos);
     mark(2);
-    grid_barrier(p.counter, ++barriers * G, [&] { mark(16); });
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 0); });
     mark(3);
     // attention: the (kv head, split) items, each kv head's last one merging into attn
     for (int item = static_cast<int>(blockIdx.x); item < p.kv_heads * p.splits; item += static_cast<int>(G))
@@ -790,7 +797,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
       else
         attend_item<A, C, max_group>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
     mark(4);
-    grid_barrier(p.counter, ++barriers * G, [&] { mark(17); });
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 1); });
     mark(5);
     // o: x += attn Wo^T
     for (int c = tid; c < p.heads * step_head_dim / 8; c += consumer_threads)
@@ -802,7 +809,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
       p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
     });
     mark(7);
-    grid_barrier(p.counter, ++barriers * G, [&] { mark(18); });
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 2); });
     mark(8);
     // gate_up
     stage_norm<A>(p.x, static_cast<const A*>(L.post_norm), p.eps, p.hidden, xs, scratch);
@@ -823,7 +830,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
       });
     }
     mark(10);
-    grid_barrier(p.counter, ++barriers * G, [&] { mark(19); });
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 3); });
     mark(11);
     // down: x += act Wdown^T
     if (p.geo[p_gate_up].half) {
@@ -839,7 +846,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
       p.x[row] = scaled(L.sdown, row, s) + __ldcg(p.x + row);
     });
     mark(13);
-    grid_barrier(p.counter, ++barriers * G, [&] { mark(20); });
+    grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 4); });
     mark(14);
   }
 #endif
@@ -1054,13 +1061,13 @@ std::string decode_step_trace() {
     return static_cast<double>(stamps[(static_cast<std::size_t>(l) * G + b) * trace_marks + k]);
   };
   const double n = static_cast<double>(layers - 1);
-  static const char* names[14] = {"qkv norm",     "qkv product",     "barrier",      "attention",
+  static const char* names[phase_marks - 1] = {"qkv norm",     "qkv product",     "barrier",      "attention",
                                                "barrier",      "o staging",       "o product",    "barrier",
                                                "gate_up norm", "gate_up product", "barrier",      "down staging",
                                                "down product", "barrier"};
   char line[160];
   std::string out = "decode_step phases, us a layer (means over layers 1..): block 0, the mean block, the slowest\n";
-  for (int k = 0; k < 14; ++k) {
+  for (int k = 0; k + 1 < phase_marks; ++k) {
     double b0 = 0, mean = 0, slowest = 0;
     for (std::int64_t l = 1; l < layers; ++l) {
       double worst = 0;
@@ -1078,9 +1085,8 @@ std::string decode_step_trace() {
   }
   // Each grid barrier: from the last block's arrival to the first and the last block's exit.
   out += "grid barriers, us from the last arrival: its fence done, the first exit, the last exit:\n";
-  const int arrivals[5] = {2, 4, 7, 10, 13};
-  for (int i = 0; i < 5; ++i) {
-    const int k = arrivals[i];
+  for (int k = 0, i = 0; k + 1 < phase_marks; ++k) {
+    if (std::string_view(names[k]) != "barrier") continue;  // phase k: from the arrival (mark k) to the exit
     double fenced = 0, first = 0, last = 0;
     for (std::int64_t l = 1; l < layers; ++l) {
       double arrive = 0, lo = 1e300, hi = 0;
@@ -1090,44 +1096,41 @@ std::string decode_step_trace() {
         lo = std::min(lo, at(l, b, k + 1));
         hi = std::max(hi, at(l, b, k + 1));
       }
-      fenced += at(l, latest, 16 + i) - arrive;
+      fenced += at(l, latest, mark_fenced + i) - arrive;
       first += lo - arrive;
       last += hi - arrive;
     }
     std::snprintf(line, sizeof line, "  after %-16s %8.2f %8.2f %8.2f\n", names[k - 1], fenced / 1e3 / n, first / 1e3 / n,
                   last / 1e3 / n);
     out += line;
+    ++i;
   }
-  // The attention: a block's own split (to its state stored), then the merge where it came last.
-  double own = 0, own_max = 0, after = 0;
+  // The attention: a block's own split (to its arrival counted), inside it, then the merge where
+  // it came last.
+  double own = 0, own_max = 0, after = 0, q = 0, keys = 0, part = 0, counted = 0;
   int items = 0;
   for (std::int64_t l = 1; l < layers; ++l) {
     double worst_own = 0, worst_after = 0;
     for (int b = 0; b < G; ++b) {
-      if (at(l, b, 15) == 0) continue;  // no item
-      const double o = at(l, b, 15) - at(l, b, 3);
-      own += o;
+      const double end = at(l, b, mark_item_counted);
+      if (end == 0) continue;  // no item
       ++items;
-      worst_own = std::max(worst_own, o);
-      worst_after = std::max(worst_after, at(l, b, 4) - at(l, b, 15));
+      own += end - at(l, b, 3);
+      worst_own = std::max(worst_own, end - at(l, b, 3));
+      worst_after = std::max(worst_after, at(l, b, 4) - end);
+      q += at(l, b, mark_qkv_in_place) - at(l, b, 3);
+      keys += at(l, b, mark_keys_done) - at(l, b, mark_qkv_in_place);
+      part += at(l, b, mark_part_fenced) - at(l, b, mark_keys_done);
+      counted += end - at(l, b, mark_part_fenced);
     }
     own_max += worst_own;
     after += worst_after;
   }
   if (items > 0) {
-    double q = 0, keys = 0, part = 0, atomic = 0;
-    for (std::int64_t l = 1; l < layers; ++l)
-      for (int b = 0; b < G; ++b) {
-        if (at(l, b, 15) == 0) continue;
-        q += at(l, b, 21) - at(l, b, 3);
-        keys += at(l, b, 22) - at(l, b, 21);
-        part += at(l, b, 23) - at(l, b, 22);
-        atomic += at(l, b, 15) - at(l, b, 23);
-      }
     std::snprintf(line, sizeof line,
                   "attention items, us (means): q, k, v in place %.2f; keys %.2f; part stored and fenced %.2f; "
                   "arrival counted %.2f\n",
-                  q / 1e3 / items, keys / 1e3 / items, part / 1e3 / items, atomic / 1e3 / items);
+                  q / 1e3 / items, keys / 1e3 / items, part / 1e3 / items, counted / 1e3 / items);
     out += line;
     std::snprintf(line, sizeof line,
                   "attention items, us: own split %.2f (mean), %.2f (slowest); after it (a merge where last) %.2f "

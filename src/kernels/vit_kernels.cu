@@ -291,7 +291,6 @@ bool persistent_takes(const bf16* qkv, const bf16* out, std::int64_t images, std
          aligned16(out) && images >= 1 && heads >= 1 && images <= 65535 && heads <= 65535;
 }
 
-// -1: the environment decides; otherwise 0 or 1, as a test asked.
 overridable_switch persistent_switch{"ITERA_VIT_ATTENTION_PERSISTENT", true};
 
 template <int D>
