@@ -99,6 +99,11 @@ struct step_params {
   const decode_layer* layers;
   int layers_count, hidden, heads, kv_heads, group, intermediate, max_context, splits;
   int red_rows;  // capacity of the consumers' per-warp row sums
+  // Keys an attention item's cached K and V hold in shared memory (the producer copies them there
+  // as it starts each layer), 0 where they do not fit: the item reads them from L2 (prefetched).
+  int kv_keys;
+  unsigned kv_offset;  // where in shared memory: K [kv_keys][128], then V [kv_keys][128]
+  unsigned kv_elem;    // bytes a cached value
   float eps, scale_log2;
   phase_geometry geo[weight_phases];
   float* x;
@@ -137,13 +142,16 @@ __device__ __forceinline__ void stamp_mark(const step_params& p, int layer, int 
 struct step_layout {
   std::size_t xs = 0, red = 0, bars = 0, bytes = 0;  // offsets (the ring at 0) and the total
 };
+// Barriers after the ring's: full[slots], empty[slots], then the K/V copy's full and free; then 64
+// floats of scratch.
+constexpr std::size_t bars_bytes = 2 * slots * 8 + 2 * 8;
 step_layout layout_for(std::int64_t xs_bytes, int red_rows) {
   step_layout l;
   l.xs = static_cast<std::size_t>(slots) * slot_bytes;
   l.red = l.xs + (static_cast<std::size_t>(xs_bytes) + 15) / 16 * 16;
   l.bars = l.red + static_cast<std::size_t>(step_consumers) * red_rows * 4;
   l.bars = (l.bars + 15) / 16 * 16;
-  l.bytes = l.bars + 2 * slots * 8 + 64 * 4;  // full, empty, and 64 floats of scratch
+  l.bytes = l.bars + bars_bytes + 64 * 4;
   return l;
 }
 
@@ -156,10 +164,13 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 }
 
 // Every block's writes before it are visible to every block after it. Consumers only (the
-// producer never waits on one); `target` = barriers passed so far x G.
+// producer never waits on one); `target` = barriers passed so far x G. The block's threads meet at
+// bar.sync, then thread 0's release add publishes what they wrote (release is cumulative: it
+// orders the writes the barrier ordered before it), and its acquire load, with the bar.sync after,
+// orders the reads after. The fence every thread issued before (fence.sc.gpu x 256) cost the step
+// 0.8% (bf16) and 2% (fp8 weights): docs/perf/2026-11-30-decode-step-3.md.
 template <class Mark>
 __device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target, const Mark& fenced) {
-  __threadfence();
   consumer_sync();
   fenced();  // the trace's
   if (threadIdx.x == 0) {
@@ -198,6 +209,17 @@ __device__ __forceinline__ void load4_cache(const C* p, float* f) {
     unpack4<C>(*reinterpret_cast<const uint2*>(p), f);
   else
     unpack4_fp8(*reinterpret_cast<const unsigned*>(p), f);
+}
+
+// The key range of a (kv head, split) item: [begin, end) of the sequence's keys at position pos.
+struct key_range {
+  int begin, end;
+};
+__device__ __forceinline__ key_range item_keys(const step_params& p, int split, int pos) {
+  const int keys = (pos < p.max_context ? pos : p.max_context - 1) + 1;
+  const int chunk = (keys + p.splits - 1) / p.splits;
+  const int begin = min(keys, split * chunk);
+  return {begin, min(keys, begin + chunk)};
 }
 
 // The ring's position, walked alike by the producer and every consumer warp.
@@ -268,14 +290,39 @@ struct tile_walk {
   }
 };
 
-// The producer: every tile into the ring, in the consumers' order. (Keeping tiles further ahead on
-// their way into L2 with bulk prefetches, to extend the ring's buffer across the barriers, made the
-// step slower: docs/perf/2026-11-30-decode-step.md.)
-__device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty) {
+// The producer: every tile into the ring, in the consumers' order, and the block's attention item's
+// cached K and V into shared memory at each layer's start where they fit. (Keeping tiles further
+// ahead on their way into L2 with bulk prefetches, to extend the ring's buffer across the barriers,
+// made the step slower: docs/perf/2026-11-30-decode-step.md; prefetching only while the consumers
+// wait at the attention did not help either: docs/perf/2026-11-30-decode-step-3.md.)
+__device__ void produce(const step_params& p, unsigned ring, unsigned full, unsigned empty, unsigned kv, unsigned kv_full,
+                        unsigned kv_free) {
   unsigned long long* tt = blockIdx.x == 0 ? p.tile_trace : nullptr;
   const int lane = static_cast<int>(threadIdx.x & 31);
+  const bool has_item = p.kv_keys > 0 && static_cast<int>(blockIdx.x) < p.kv_heads * p.splits;
+  int kv_layer = 0;  // the next layer whose K and V go to shared memory
+  // Layer l's, once the consumers are past layer l - 1's attention (they are at most `slots` tiles
+  // behind: in l - 1's products, so this waits only for a block of few tiles a layer).
+  const auto copy_kv = [&](int l) {
+    if (lane != 0) return;
+    tma::barrier_wait(kv_free, (static_cast<unsigned>(l) & 1u) ^ 1u);
+    const int item = static_cast<int>(blockIdx.x), kvh = item / p.splits, pos = p.start[0];
+    const key_range r = item_keys(p, item % p.splits, pos);
+    const int last = min(r.end, pos);  // the new key comes from qkv
+    const int keys = last > r.begin ? last - r.begin : 0;
+    const unsigned row = step_head_dim * p.kv_elem;
+    const std::size_t at = (static_cast<std::size_t>(kvh) * p.max_context + r.begin) * row;
+    tma::barrier_expect_bytes(kv_full, 2u * keys * row);
+    if (keys > 0) {
+      const decode_layer& L = p.layers[l];
+      bulk_copy(kv, static_cast<const unsigned char*>(L.k_cache) + at, keys * row, kv_full);
+      bulk_copy(kv + p.kv_keys * row, static_cast<const unsigned char*>(L.v_cache) + at, keys * row, kv_full);
+    }
+  };
   tile_walk copy(p);
   for (ring_cursor rc; !copy.done(p); copy.next(p), rc.next()) {
+    if (has_item)
+      while (kv_layer <= copy.layer) copy_kv(kv_layer++);
     // Lane k copies the slot's run k.
     const int n = copy.run_count(p);
     const slot_run r = copy.run(p, lane < n ? lane : 0);
@@ -289,6 +336,8 @@ __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsi
     __syncwarp();
     if (lane < n) bulk_copy(dst + r.offset, r.src, r.bytes, bar);
   }
+  if (has_item)
+    while (kv_layer < p.layers_count) copy_kv(kv_layer++);  // layers without a tile of this block's
 }
 
 // The block's tiles of an fp8 product on tensor cores (mma.sync m16n8k16, fp16 operands, fp32
@@ -400,7 +449,9 @@ __device__ int consume_16bit_tiles(const phase_geometry& g, const unsigned char*
 
 // A product phase on the consumers: x_s (A, g.in values; fp16 for fp8 weights) times the block's
 // tiles; each row's sum over its warps in warp order handed to store(row, sum) at the end, or for
-// a paired phase store(i, gate row i's sum, up row i's sum).
+// a paired phase store(i, gate row i's sum, up row i's sum). (Loading what the stores read, the
+// fp8 scales and the residual, before the tiles moved the wait into the grid barrier after:
+// docs/perf/2026-11-30-decode-step-3.md.)
 template <class A, bool FP8W, bool Paired = false, class Store>
 __device__ void consume_product(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full,
                                 unsigned empty, ring_cursor& rc, const A* xs, float* red, int red_rows,
@@ -431,6 +482,13 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
 
 // fp8 weights: x_s as the tensor cores take it, fp16 (A's values converted, saturated at +-65504,
 // as the per-layer fp8 gemv stages them); nothing to do for fp16 activations.
+template <class A, bool FP8W>
+__device__ __forceinline__ uint4 mma_input(const uint4& chunk) {
+  if constexpr (FP8W)
+    return fp16_chunk<A>(chunk);
+  else
+    return chunk;
+}
 template <class A>
 __device__ void to_mma_input(A* xs, int values) {
   if constexpr (!is_fp16<A>) {
@@ -441,9 +499,11 @@ __device__ void to_mma_input(A* xs, int values) {
 }
 
 // x_s = rms_norm(x, weight) as A (rms_norm_kernel's rounding; the sum of squares in another
-// order). x and the weight are loaded together, x kept in registers: one round trip to L2 on the
-// path every block waits on (hidden <= 4 x 4 x 256 = 4096 values in registers; wider ones re-read).
-template <class A>
+// order), or those values as fp16 for fp8 weights' tensor cores (MmaInput: to_mma_input's
+// conversion, without a pass of its own). x and the weight are loaded together, x kept in
+// registers: one round trip to L2 on the path every block waits on (hidden <= 4 x 4 x 256 = 4096
+// values in registers; wider ones re-read).
+template <class A, bool MmaInput>
 __device__ void stage_norm(const float* x, const A* weight, float eps, int hidden, A* xs, float* scratch) {
   constexpr int kept = 4;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -473,9 +533,16 @@ __device__ void stage_norm(const float* x, const A* weight, float eps, int hidde
   const auto put = [&](int c, const float4& v, const uint2& w2) {
     float wf[4];
     unpack4<A>(w2, wf);
-    auto* o = reinterpret_cast<pair_of<A>*>(xs) + 2 * c;
-    o[0] = make_pair<A>(rms_apply<A>(wf[0], v.x, scale), rms_apply<A>(wf[1], v.y, scale));
-    o[1] = make_pair<A>(rms_apply<A>(wf[2], v.z, scale), rms_apply<A>(wf[3], v.w, scale));
+    const A a[4] = {rms_apply<A>(wf[0], v.x, scale), rms_apply<A>(wf[1], v.y, scale), rms_apply<A>(wf[2], v.z, scale),
+                    rms_apply<A>(wf[3], v.w, scale)};
+    if constexpr (MmaInput && !is_fp16<A>) {
+      const auto sat = [](A x) { return fminf(fmaxf(to_float(x), -65504.0f), 65504.0f); };
+      reinterpret_cast<uint2*>(xs)[c] = make_uint2(pack2<fp16>(sat(a[0]), sat(a[1])), pack2<fp16>(sat(a[2]), sat(a[3])));
+    } else {
+      auto* o = reinterpret_cast<pair_of<A>*>(xs) + 2 * c;
+      o[0] = make_pair<A>(a[0], a[1]);
+      o[1] = make_pair<A>(a[2], a[3]);
+    }
   };
 #pragma unroll
   for (int i = 0; i < kept; ++i)
@@ -517,17 +584,6 @@ __device__ void stage_swiglu(const A* gate_up, int intermediate, A* xs) {
   consumer_sync();
 }
 
-// The key range of a (kv head, split) item: [begin, end) of the sequence's keys at position pos.
-struct key_range {
-  int begin, end;
-};
-__device__ __forceinline__ key_range item_keys(const step_params& p, int split, int pos) {
-  const int keys = (pos < p.max_context ? pos : p.max_context - 1) + 1;
-  const int chunk = (keys + p.splits - 1) / p.splits;
-  const int begin = min(keys, split * chunk);
-  return {begin, min(keys, begin + chunk)};
-}
-
 // The block's item's cached K and V rows (positions before pos: nothing in this step writes them)
 // into L2, one bulk prefetch each, issued before the barrier the attention waits behind.
 template <class C>
@@ -554,7 +610,7 @@ __device__ void prefetch_item_keys(const step_params& p, const decode_layer& L, 
 // v [128] each, the warps' states [warps][group][130].
 template <class A, class C, int GM>
 __device__ void attend_item(const step_params& p, const decode_layer& L, int layer, int item, int pos,
-                            float* scratch_f) {
+                            float* scratch_f, const C* kv_s, unsigned kv_full, unsigned kv_free) {
   constexpr int HD = step_head_dim, HALF = HD / 2;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int kvh = item / p.splits, split = item % p.splits, group = p.group;
@@ -609,8 +665,14 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[g][j] = 0.0f;
   }
-  const C* kb = static_cast<const C*>(L.k_cache) + static_cast<std::size_t>(kvh) * p.max_context * HD + 4 * lane;
-  const C* vb = static_cast<const C*>(L.v_cache) + static_cast<std::size_t>(kvh) * p.max_context * HD + 4 * lane;
+  // The cached keys: from shared memory where the producer copied them (key kbeg first), else L2.
+  const bool in_smem = p.kv_keys > 0;
+  if (in_smem) tma::barrier_wait(kv_full, static_cast<unsigned>(layer) & 1u);
+  const C* kb = in_smem ? kv_s + 4 * lane
+                        : static_cast<const C*>(L.k_cache) + static_cast<std::size_t>(kvh) * p.max_context * HD + 4 * lane;
+  const C* vb = in_smem ? kv_s + static_cast<std::size_t>(p.kv_keys) * HD + 4 * lane
+                        : static_cast<const C*>(L.v_cache) + static_cast<std::size_t>(kvh) * p.max_context * HD + 4 * lane;
+  const int key0 = in_smem ? kbeg : 0;
   constexpr int batch = 4;  // keys a warp has in flight
   for (int k0 = kbeg + warp; k0 < kend; k0 += batch * step_consumers) {
     float kf[batch][4], vf[batch][4];
@@ -621,8 +683,8 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
 #pragma unroll
         for (int j = 0; j < 4; ++j) kf[b][j] = knew[4 * lane + j], vf[b][j] = vnew[4 * lane + j];
       } else {
-        load4_cache<C>(kb + static_cast<std::size_t>(key) * HD, kf[b]);
-        load4_cache<C>(vb + static_cast<std::size_t>(key) * HD, vf[b]);
+        load4_cache<C>(kb + static_cast<std::size_t>(key - key0) * HD, kf[b]);
+        load4_cache<C>(vb + static_cast<std::size_t>(key - key0) * HD, vf[b]);
       }
     }
     // Every (key, head) score first, their lanes summed together (batch x GM independent chains of
@@ -671,6 +733,7 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
     if (lane == 0) st[HD] = m[g], st[HD + 1] = l[g];
   }
   consumer_sync();
+  if (in_smem && tid == 0) tma::barrier_arrive(kv_free);  // every warp is past the copied keys
   float* out = p.part + static_cast<std::size_t>(item) * max_group * part_stride;
   for (int i = tid; i < group * (HD + 2); i += consumer_threads) {
     const int g = i / (HD + 2), d = i % (HD + 2);
@@ -750,21 +813,25 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned ring = smem_addr(smem);
   const unsigned full = smem_addr(smem + bars_offset), empty = full + 8 * slots;
-  float* scratch = reinterpret_cast<float*>(smem + bars_offset + 16 * slots);
+  const unsigned kv_full = full + 16 * slots, kv_free = kv_full + 8;
+  float* scratch = reinterpret_cast<float*>(smem + bars_offset + bars_bytes);
   if (threadIdx.x == 0) {
     for (int s = 0; s < slots; ++s) {
       tma::barrier_init(full + 8 * s, 1);
       tma::barrier_init(empty + 8 * s, step_consumers);
     }
+    tma::barrier_init(kv_full, 1);
+    tma::barrier_init(kv_free, 1);
     tma::barrier_init_fence();
   }
   __syncthreads();
   if (threadIdx.x >= consumer_threads) {  // the producer warp
-    produce(p, ring, full, empty);
+    produce(p, ring, full, empty, smem_addr(smem + p.kv_offset), kv_full, kv_free);
     return;
   }
 
   A* xs = reinterpret_cast<A*>(smem + xs_offset);
+  const C* kv_s = reinterpret_cast<const C*>(smem + p.kv_offset);
   float* red = reinterpret_cast<float*>(smem + red_offset);
   const int tid = static_cast<int>(threadIdx.x);
   const int pos = p.start[0];
@@ -780,30 +847,28 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     mark(0);
     if (tt && tid == 0 && layer < max_traced_layers) tt[4 * tile_trace_tiles + layer] = clock64();  // the tiles' clock
     // qkv
-    stage_norm<A>(p.x, static_cast<const A*>(L.input_norm), p.eps, p.hidden, xs, scratch);
-    if constexpr (FP8W) to_mma_input<A>(xs, p.hidden);
+    stage_norm<A, FP8W>(p.x, static_cast<const A*>(L.input_norm), p.eps, p.hidden, xs, scratch);
     mark(1);
     consume_product<A, FP8W>(p.geo[p_qkv], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       static_cast<A*>(p.qkv)[row] = from_float<A>(scaled(L.sqkv, row, s));
     });
-    prefetch_item_keys<C>(p, L, pos);
+    if (p.kv_keys == 0) prefetch_item_keys<C>(p, L, pos);
     mark(2);
     grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 0); });
     mark(3);
     // attention: the (kv head, split) items, each kv head's last one merging into attn
     for (int item = static_cast<int>(blockIdx.x); item < p.kv_heads * p.splits; item += static_cast<int>(G))
       if (p.group <= 4)
-        attend_item<A, C, 4>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
+        attend_item<A, C, 4>(p, L, layer, item, pos, reinterpret_cast<float*>(xs), kv_s, kv_full, kv_free);
       else
-        attend_item<A, C, max_group>(p, L, layer, item, pos, reinterpret_cast<float*>(xs));
+        attend_item<A, C, max_group>(p, L, layer, item, pos, reinterpret_cast<float*>(xs), kv_s, kv_full, kv_free);
     mark(4);
     grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 1); });
     mark(5);
     // o: x += attn Wo^T
     for (int c = tid; c < p.heads * step_head_dim / 8; c += consumer_threads)
-      reinterpret_cast<uint4*>(xs)[c] = ldcg4(static_cast<const uint4*>(p.attn) + c);
+      reinterpret_cast<uint4*>(xs)[c] = mma_input<A, FP8W>(ldcg4(static_cast<const uint4*>(p.attn) + c));
     consumer_sync();
-    if constexpr (FP8W) to_mma_input<A>(xs, p.heads * step_head_dim);
     mark(6);
     consume_product<A, FP8W>(p.geo[p_o], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
@@ -812,8 +877,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 2); });
     mark(8);
     // gate_up
-    stage_norm<A>(p.x, static_cast<const A*>(L.post_norm), p.eps, p.hidden, xs, scratch);
-    if constexpr (FP8W) to_mma_input<A>(xs, p.hidden);
+    stage_norm<A, FP8W>(p.x, static_cast<const A*>(L.post_norm), p.eps, p.hidden, xs, scratch);
     mark(9);
     if (p.geo[p_gate_up].half) {
       // Paired: SwiGLU of gate and up as swiglu_kernel forms it from their rounded values, into
@@ -835,12 +899,12 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     // down: x += act Wdown^T
     if (p.geo[p_gate_up].half) {
       for (int c = tid; c < p.intermediate / 8; c += consumer_threads)
-        reinterpret_cast<uint4*>(xs)[c] = ldcg4(static_cast<const uint4*>(p.gate_up) + c);
+        reinterpret_cast<uint4*>(xs)[c] = mma_input<A, FP8W>(ldcg4(static_cast<const uint4*>(p.gate_up) + c));
       consumer_sync();
     } else {
       stage_swiglu<A>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
+      if constexpr (FP8W) to_mma_input<A>(xs, p.intermediate);
     }
-    if constexpr (FP8W) to_mma_input<A>(xs, p.intermediate);
     mark(12);
     consume_product<A, FP8W>(p.geo[p_down], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       p.x[row] = scaled(L.sdown, row, s) + __ldcg(p.x + row);
@@ -926,6 +990,19 @@ step_plan plan_for(const decode_step_shape& s) {
   if (plan.layout.bytes > static_cast<std::size_t>(optin))
     return refuse("needs " + std::to_string(plan.layout.bytes) + " bytes of shared memory a block, the device has " +
                   std::to_string(optin));
+  // The attention items' cached K and V in the shared memory left, where an item's keys fit (one
+  // item a block: kv_heads x splits <= G).
+  p.kv_elem = s.kv == kv_storage::fp8_e4m3 ? 1u : 2u;
+  const std::int64_t item_keys_max = (s.max_context + p.splits - 1) / p.splits;
+  const std::size_t kv_at = (plan.layout.bytes + 127) / 128 * 128;
+  const std::size_t kv_bytes = 2 * static_cast<std::size_t>(item_keys_max) * step_head_dim * p.kv_elem;
+  p.kv_keys = 0;
+  p.kv_offset = 0;
+  if (p.kv_heads * p.splits <= G && kv_at + kv_bytes <= static_cast<std::size_t>(optin)) {
+    p.kv_keys = static_cast<int>(item_keys_max);
+    p.kv_offset = static_cast<unsigned>(kv_at);
+    plan.layout.bytes = kv_at + kv_bytes;
+  }
   return plan;
 }
 
@@ -976,6 +1053,11 @@ bool tracing() {
 std::string decode_step_refusal(const decode_step_shape& s) {
   if (!decode_step_switch.on()) return "ITERA_LLM_DECODE_STEP=0";
   return plan_for(s).refusal;
+}
+
+bool decode_step_keys_in_shared_memory(const decode_step_shape& s) {
+  const step_plan plan = plan_for(s);
+  return plan.refusal.empty() && plan.p.kv_keys > 0;
 }
 
 void override_decode_step(std::optional<bool> on) {

@@ -287,6 +287,10 @@ struct decode_step_shape {
 // when it does; a test may override the switch (std::nullopt: the environment's choice again).
 std::string decode_step_refusal(const decode_step_shape& s);
 void override_decode_step(std::optional<bool> on);
+// Whether the attention's cached K and V go through shared memory for this shape (each (kv head,
+// split) item's keys fit the shared memory the kernel leaves), or are read from L2 (longer
+// contexts); false for a shape the kernel does not take.
+bool decode_step_keys_in_shared_memory(const decode_step_shape& s);
 // Device memory decode_step needs beside its operands (the attention's split states and the
 // barrier counter); 0 for a shape it does not take.
 std::size_t decode_step_workspace_bytes(const decode_step_shape& s);

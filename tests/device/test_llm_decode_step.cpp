@@ -1,7 +1,8 @@
 // The batch-1 decode step in one kernel (k::decode_step, llm_decode_step.cu) against the
 // per-layer kernels it replaces and against the cpu reference: weights bf16, fp16 and fp8, caches
 // 16-bit and fp8, with and without the qkv bias, short contexts (most of the attention's splits
-// hold a key or none) and one of 1500 tokens (47 keys a split: two batches of keys for some warps),
+// hold a key or none), one of 1500 tokens (47 keys a split: two batches of keys for some warps) and
+// one of 3500 (110 keys a split: more than the shared memory left holds, so read from L2),
 // a narrow shape and a wide one (hidden 2560, intermediate 4608: 16-bit tiles of 6 and 3 whole
 // rows, gate_up's paired 3 + 3; fp8 down rows in two parts, 4096 and 512 inputs), eager steps
 // (logits) and steps replayed from the CUDA graph (the tokens each chose).
@@ -61,6 +62,7 @@ struct step_case {
   std::int64_t prompt;
   double tolerance;  // against the cpu reference
   bool wide = false;  // hidden 2560, intermediate 4608 (the header says what that exercises)
+  bool keys_in_shared = true;  // the attention's cached keys through shared memory, else from L2
 };
 
 model_config config_for(const step_case& sc) {
@@ -71,7 +73,7 @@ model_config config_for(const step_case& sc) {
   c.hidden = sc.wide ? 2560 : 512;
   c.intermediate = sc.wide ? 4608 : 1024;
   c.attention_bias = sc.bias;
-  c.max_position = 2048;
+  c.max_position = 4096;
   validate(c);
   return c;
 }
@@ -91,6 +93,8 @@ TEST_F(llm_decode_step, matches_per_layer_kernels_and_cpu_reference) {
       {"fp16", dtype::fp16, dtype::fp16, dtype::fp16, false, 37, 5e-3},
       {"fp8 weights, fp16, fp8 cache", dtype::fp16, dtype::fp8_e4m3, dtype::fp8_e4m3, true, 37, 5e-2},
       {"bf16, 1500-token context", dtype::bf16, dtype::bf16, dtype::bf16, false, 1500, 2e-2},
+      // An item's keys (3508 / 32 splits: 110 keys, 56 KB of K and V) past the shared memory left.
+      {"bf16, 3500-token context", dtype::bf16, dtype::bf16, dtype::bf16, false, 3500, 2e-2, false, false},
       {"bf16, wide", dtype::bf16, dtype::bf16, dtype::bf16, true, 37, 2e-2, true},
       {"fp8 weights, wide", dtype::bf16, dtype::fp8_e4m3, dtype::bf16, false, 37, 1e-1, true},
   };
@@ -120,6 +124,7 @@ TEST_F(llm_decode_step, matches_per_layer_kernels_and_cpu_reference) {
                                1e-5f, 0.0884f};
     std::optional<step_switch> on(std::in_place, true);
     ASSERT_EQ(k::decode_step_refusal(shape), "") << "the kernel must take this shape on this device";
+    EXPECT_EQ(k::decode_step_keys_in_shared_memory(shape), sc.keys_in_shared) << "where the attention reads the keys";
     cuda_engine whole(*m_dev, w, opts);
     on.reset();
     step_switch off(false);
