@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -420,34 +421,41 @@ __device__ __forceinline__ void argmax_merge(float ov, std::int64_t oi, std::int
   }
 }
 
-// One block of 1024 threads per row; 16-byte loads (argmax_unroll in flight per thread) when the
-// row is 16-byte aligned and vocab % 4 == 0, scalar loads otherwise; warp shuffles then one
-// shared-memory pass to merge.
+// A row's blocks: `parts` of them (a thread block cluster on sm_90 and later, one block before),
+// each scanning a slice of the row with 1024 threads; 16-byte loads (argmax_unroll in flight per
+// thread) when the row is 16-byte aligned and vocab % 4 == 0, scalar loads otherwise; warp
+// shuffles, then one shared-memory pass to merge a block's threads, then the cluster's rank 0
+// merges the blocks (the merge takes the larger value, the smaller index on ties, so the result
+// does not depend on the order). Rank 0 stores the index and, where `length` is given, advances
+// the row's length (a launch of its own before: one fewer a step).
 __global__ void __launch_bounds__(argmax_threads) argmax_kernel(const float* logits, std::int64_t in_stride,
                                                                 std::int64_t in_offset, std::int64_t vocab,
-                                                                std::int32_t* out, bool vec) {
+                                                                std::int32_t* out, bool vec, std::int32_t* length,
+                                                                std::int32_t by, std::int32_t limit) {
   grid_dependents_launch();
   grid_dependency_wait();
   __shared__ float warp_value[32];
   __shared__ std::int64_t warp_index[32];
-  const float* row = logits + (static_cast<std::int64_t>(blockIdx.x) * in_stride + in_offset) * vocab;
+  const std::int64_t r = blockIdx.y, parts = gridDim.x, part = blockIdx.x;
+  const float* row = logits + (r * in_stride + in_offset) * vocab;
   const std::int64_t none = vocab;  // "none yet": larger than every index
   float bv = -INFINITY;
   std::int64_t bi = none;
   if (vec) {
     const auto* row4 = reinterpret_cast<const float4*>(row);
     const std::int64_t n4 = vocab / 4, step = static_cast<std::int64_t>(blockDim.x);
-    for (std::int64_t base = threadIdx.x; base < n4; base += step * argmax_unroll) {
+    const std::int64_t per = (n4 + parts - 1) / parts, c0 = min(n4, part * per), c1 = min(n4, c0 + per);
+    for (std::int64_t base = c0 + threadIdx.x; base < c1; base += step * argmax_unroll) {
       float4 v[argmax_unroll];
 #pragma unroll
       for (int u = 0; u < argmax_unroll; ++u) {
         const std::int64_t c = base + u * step;
-        v[u] = c < n4 ? __ldg(row4 + c) : make_float4(0, 0, 0, 0);
+        v[u] = c < c1 ? __ldg(row4 + c) : make_float4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int u = 0; u < argmax_unroll; ++u) {
         const std::int64_t c = base + u * step;
-        if (c < n4) {
+        if (c < c1) {
           argmax_take(v[u].x, 4 * c, none, bv, bi);
           argmax_take(v[u].y, 4 * c + 1, none, bv, bi);
           argmax_take(v[u].z, 4 * c + 2, none, bv, bi);
@@ -456,7 +464,8 @@ __global__ void __launch_bounds__(argmax_threads) argmax_kernel(const float* log
       }
     }
   } else {
-    for (std::int64_t i = threadIdx.x; i < vocab; i += blockDim.x) argmax_take(row[i], i, none, bv, bi);
+    const std::int64_t per = (vocab + parts - 1) / parts, e0 = min(vocab, part * per), e1 = min(vocab, e0 + per);
+    for (std::int64_t i = e0 + threadIdx.x; i < e1; i += blockDim.x) argmax_take(row[i], i, none, bv, bi);
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
@@ -472,15 +481,25 @@ __global__ void __launch_bounds__(argmax_threads) argmax_kernel(const float* log
   if (threadIdx.x == 0) {
     const int warps = static_cast<int>((blockDim.x + 31) >> 5);
     for (int w = 1; w < warps; ++w) argmax_merge(warp_value[w], warp_index[w], none, bv, bi);
-    out[blockIdx.x] = static_cast<std::int32_t>(bi == none ? 0 : bi);
+    warp_value[0] = bv;  // the block's result
+    warp_index[0] = bi;
   }
-}
-
-__global__ void advance_kernel(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit) {
-  grid_dependents_launch();
-  grid_dependency_wait();
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) length[i] = min(length[i] + by, limit);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (parts > 1) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every block's result written and visible across the cluster
+    if (part == 0 && threadIdx.x == 0)
+      for (unsigned b = 1; b < static_cast<unsigned>(parts); ++b)
+        argmax_merge(*cluster.map_shared_rank(&warp_value[0], b), *cluster.map_shared_rank(&warp_index[0], b), none,
+                     bv, bi);
+    cluster.sync();  // no block leaves while rank 0 reads its shared memory
+  }
+#endif
+  if (part == 0 && threadIdx.x == 0) {
+    out[r] = static_cast<std::int32_t>(bi == none ? 0 : bi);
+    if (length) length[r] = min(length[r] + by, limit);
+  }
 }
 
 // The general kernel's dynamic shared memory: q and one score per key of the longest row.
@@ -1540,16 +1559,33 @@ void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermedia
 }
 
 void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
-            std::int32_t* out, cudaStream_t stream) {
+            std::int32_t* out, cudaStream_t stream, const advance_lengths& then) {
   const bool vec = vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
-  launch(argmax_kernel, static_cast<unsigned>(rows), argmax_threads, 0, stream, logits, in_stride, in_offset, vocab, out,
-         vec);
-  ITERA_CUDA_CHECK_LAUNCH();
-}
-
-void advance(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit, cudaStream_t stream) {
-  launch(advance_kernel, blocks_for(static_cast<std::uint64_t>(count)), block_threads, 0, stream, length, count, by,
-         limit);
+  // A row over a cluster of 8 blocks where there are clusters (the portable size), else one block
+  // (llama-3.1-8b's 128256 logits: one block 14.7 us, H200: docs/perf/2026-11-30-decode-step-3.md).
+  const unsigned parts = device_is_sm90_or_later() && vocab >= 8 * argmax_threads ? 8u : 1u;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(parts, static_cast<unsigned>(rows));
+  config.blockDim = dim3(argmax_threads);
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned count = 0;
+  if (parts > 1) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count].val.clusterDim.x = parts;
+    attrs[count].val.clusterDim.y = 1;
+    attrs[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  if (programmatic_launch_enabled()) {  // launch.cuh
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  config.attrs = attrs;
+  config.numAttrs = count;
+  ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, argmax_kernel, logits, in_stride, in_offset, vocab, out, vec, then.length,
+                                     then.by, then.limit));
   ITERA_CUDA_CHECK_LAUNCH();
 }
 

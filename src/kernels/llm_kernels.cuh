@@ -128,9 +128,16 @@ void prepare_attention(const attention_shape& s);
 template <class A>
 void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream);
 
-// out[r] = first index of the largest value of logits row r * in_stride + in_offset.
+// What argmax does after it, in the same launch: length[r] = min(length[r] + by, limit) for each
+// row r. The limit keeps a free slot (which decodes a throwaway token each step it sits inside the
+// batch) writing inside its cache; the host never lets a slot that holds a sequence reach it.
+struct advance_lengths {
+  std::int32_t* length = nullptr;  // none: nothing
+  std::int32_t by = 0, limit = 0;
+};
+// out[r] = first index of the largest value of logits row r * in_stride + in_offset; then `then`.
 void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
-            std::int32_t* out, cudaStream_t stream);
+            std::int32_t* out, cudaStream_t stream, const advance_lengths& then = {});
 
 // Small-token matrix product, bandwidth-bound (decode): for t < tokens, o < out_rows,
 //   out[t * out_rows + o] = sum_i w[o * in + i] * x[t * in + i]   (+ beta * out[...] for fp32 output)
@@ -310,9 +317,5 @@ template <class A>
 void decode_step(const decode_layer* layers, const decode_step_shape& s, float* x, A* qkv, A* attn, A* gate_up,
                  const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream);
 
-// length[i] = min(length[i] + by, limit) for i < count. The limit keeps a free slot (which
-// decodes a throwaway token each step it sits inside the batch) writing inside its cache; the
-// host never lets a slot that holds a sequence reach it.
-void advance(std::int32_t* length, std::int64_t count, std::int32_t by, std::int32_t limit, cudaStream_t stream);
 
 }  // namespace itera::kernels::llm

@@ -692,11 +692,12 @@ struct cuda_engine::impl {
     }
     {
       stage st(rec, "argmax");
+      const k::advance_lengths then{lens, static_cast<std::int32_t>(rows_per_seq),
+                                    static_cast<std::int32_t>(o.max_context - 1)};
       if (all)
-        k::argmax(logits.as<float>(), rows_per_seq, rows_per_seq - 1, nseq, c.vocab, out_ids, s);
+        k::argmax(logits.as<float>(), rows_per_seq, rows_per_seq - 1, nseq, c.vocab, out_ids, s, then);
       else
-        k::argmax(logits.as<float>(), 1, 0, nseq, c.vocab, out_ids, s);
-      k::advance(lens, nseq, static_cast<std::int32_t>(rows_per_seq), static_cast<std::int32_t>(o.max_context - 1), s);
+        k::argmax(logits.as<float>(), 1, 0, nseq, c.vocab, out_ids, s, then);
     }
   }
 

@@ -1,0 +1,120 @@
+// The greedy choice on the GPU (k::argmax, llm_kernels.cu) against the first index of the largest
+// value computed here: rows split over a cluster of blocks (sm_90 and later; vocab 128256 as
+// llama-3's, 16-byte loads, and an odd vocab, scalar loads), and one block (a small vocab); the
+// largest value tied in two blocks' slices (the smaller index wins, whichever block merges
+// first), in one slice, and a row of -inf; rows read with a stride and an offset as the engine
+// reads each sequence's last row; and the lengths it advances in the same launch, at and below
+// their limit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#if ITERA_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "itera/cuda/check.hpp"
+#include "src/kernels/llm_kernels.cuh"
+#include "tests/support/cuda_test.hpp"
+#endif
+
+namespace {
+
+#if !ITERA_WITH_CUDA
+
+TEST(llm_argmax, matches_first_largest) { GTEST_SKIP() << "built without the cuda backend"; }
+
+#else
+
+namespace k = itera::kernels::llm;
+
+class llm_argmax : public itera::test::cuda_test {};
+
+template <class T>
+struct device_array {
+  T* p = nullptr;
+  explicit device_array(const std::vector<T>& host) {
+    ITERA_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(T)));
+    ITERA_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~device_array() { cudaFree(p); }
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
+  std::vector<T> read(std::size_t n) const {
+    std::vector<T> host(n);
+    ITERA_CUDA_CHECK(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+};
+
+std::int32_t first_largest(const float* row, std::int64_t vocab) {
+  std::int64_t best = 0;
+  for (std::int64_t i = 1; i < vocab; ++i)
+    if (row[i] > row[best]) best = i;
+  return static_cast<std::int32_t>(best);
+}
+
+TEST_F(llm_argmax, matches_first_largest_and_advances_lengths) {
+  struct argmax_case {
+    const char* name;
+    std::int64_t vocab, rows_per_seq;
+  };
+  const argmax_case cases[] = {
+      {"vocab 128256, 16-byte loads", 128256, 1},
+      {"vocab 128256, each sequence's last of 3 rows", 128256, 3},
+      {"vocab 50001, scalar loads", 50001, 1},
+      {"vocab 1000, one block", 1000, 2},
+  };
+  constexpr std::int64_t seqs = 5;
+  std::mt19937 rng(20261130);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (const argmax_case& ac : cases) {
+    SCOPED_TRACE(ac.name);
+    const std::int64_t vocab = ac.vocab, rows = seqs * ac.rows_per_seq;
+    std::vector<float> logits(static_cast<std::size_t>(rows * vocab));
+    for (float& v : logits) v = normal(rng);
+    const auto last_row = [&](std::int64_t s) { return logits.data() + ((s + 1) * ac.rows_per_seq - 1) * vocab; };
+    // Sequence 1: its largest value twice, near the end and near the start (other blocks' slices
+    // where the row is split); sequence 2: twice in adjacent places; sequence 3: every value -inf;
+    // sequence 4: the largest at the very last index.
+    last_row(1)[vocab - 7] = 100.0f;
+    last_row(1)[13] = 100.0f;
+    last_row(2)[vocab / 2] = 50.0f;
+    last_row(2)[vocab / 2 + 1] = 50.0f;
+    std::fill(last_row(3), last_row(3) + vocab, -std::numeric_limits<float>::infinity());
+    last_row(4)[vocab - 1] = 200.0f;
+    std::vector<std::int32_t> want(seqs);
+    for (std::int64_t s = 0; s < seqs; ++s) want[static_cast<std::size_t>(s)] = first_largest(last_row(s), vocab);
+    ASSERT_EQ(want[1], 13);
+    ASSERT_EQ(want[2], vocab / 2);
+    ASSERT_EQ(want[3], 0);
+    ASSERT_EQ(want[4], vocab - 1);
+
+    const std::vector<std::int32_t> lengths{5, 9, 10, 0, 3};
+    constexpr std::int32_t by = 1, limit = 10;  // 9 -> 10 and 10 -> 10: at the limit
+    device_array<float> d_logits(logits);
+    device_array<std::int32_t> d_out(std::vector<std::int32_t>(seqs, -1));
+    device_array<std::int32_t> d_lengths(lengths);
+    k::argmax(d_logits.p, ac.rows_per_seq, ac.rows_per_seq - 1, seqs, vocab, d_out.p, nullptr,
+              k::advance_lengths{d_lengths.p, by, limit});
+    ITERA_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(d_out.read(seqs), want);
+    EXPECT_EQ(d_lengths.read(seqs), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
+
+    // Without lengths: the choice alone, the lengths untouched.
+    device_array<std::int32_t> d_out2(std::vector<std::int32_t>(seqs, -1));
+    k::argmax(d_logits.p, ac.rows_per_seq, ac.rows_per_seq - 1, seqs, vocab, d_out2.p, nullptr);
+    ITERA_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(d_out2.read(seqs), want);
+    EXPECT_EQ(d_lengths.read(seqs), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
+  }
+}
+
+#endif
+
+}  // namespace
