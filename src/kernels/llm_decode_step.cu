@@ -15,7 +15,10 @@
 //   qkv      x_s = rms_norm(x, input_norm); qkv = x_s Wqkv^T (rounded to A)
 //   attend   (kv head, split) items: q of the head's group and, in the item holding the new
 //            position, k and v from qkv (bias added, RoPE, as bias_rope_store rounds them); k and
-//            v stored into the cache; the split's online-softmax state into `part`
+//            v stored into the cache; the split's online-softmax state into `part`. The item's
+//            cached keys and values (positions before the new one) are in shared memory by then:
+//            the producer bulk-copies them once the consumers have begun the layer (where they
+//            do not fit, a bulk prefetch into L2 and ld.global.cg)
 //   merge    per query head, the splits' states merged in split order into attn (A)
 //   o        x += attn Wo^T
 //   gate_up  x_s = rms_norm(x, post_norm); act = A(silu(A(gate)) * A(up)) of x_s Wgu^T, the
@@ -489,7 +492,9 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
 }
 
 // fp8 weights: x_s as the tensor cores take it, fp16 (A's values converted, saturated at +-65504,
-// as the per-layer fp8 gemv stages them); nothing to do for fp16 activations.
+// as the per-layer fp8 gemv stages them); nothing to do for fp16 activations. mma_input converts a
+// 16-byte chunk as a staging loop stores it; to_mma_input converts x_s in place (the path that
+// forms SwiGLU while staging).
 template <class A, bool FP8W>
 __device__ __forceinline__ uint4 mma_input(const uint4& chunk) {
   if constexpr (FP8W)

@@ -15,6 +15,7 @@
 // included: 5e-2 there; at the wide shape 0.065-0.069 (H200, 2026-11-30): 1e-1.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <random>
@@ -126,9 +127,14 @@ TEST_F(llm_decode_step, matches_per_layer_kernels_and_cpu_reference) {
     ASSERT_EQ(k::decode_step_refusal(shape), "") << "the kernel must take this shape on this device";
     EXPECT_EQ(k::decode_step_keys_in_shared_memory(shape), sc.keys_in_shared) << "where the attention reads the keys";
     cuda_engine whole(*m_dev, w, opts);
+    // The plan counts the kernel's layer table and split states with the workspace, as allocated.
+    const std::uint64_t planned_workspace = cuda_engine::plan(*m_dev, c, opts).workspace;
     on.reset();
     step_switch off(false);
     cuda_engine per_layer(*m_dev, w, opts);
+    EXPECT_EQ(planned_workspace, whole.memory().workspace);
+    EXPECT_GT(whole.memory().workspace, per_layer.memory().workspace) << "the one-kernel step's own buffers";
+    EXPECT_EQ(cuda_engine::plan(*m_dev, c, opts).workspace, per_layer.memory().workspace);
 
     auto seq = ref.new_sequence();
     (void)ref.prefill(seq, ids);

@@ -22,7 +22,7 @@ struct engine_memory {
   std::uint64_t weights = 0;
   std::uint64_t kv_cache = 0;
   std::uint64_t activations = 0;  // activation buffers, logits, ids, lengths, RoPE frequencies
-  std::uint64_t workspace = 0;    // the backend's matrix-product workspace
+  std::uint64_t workspace = 0;    // the backend's matrix-product workspace, and the engine's own kernels'
   std::uint64_t total() const { return weights + kv_cache + activations + workspace; }
 };
 

@@ -131,11 +131,16 @@ struct cuda_engine::impl {
   const bf16* input_values = nullptr;
   std::int64_t inputs = 0;
   // Batch 1: the step's layers in one kernel (k::decode_step) where it takes the shape; the
-  // layers' pointers (device) and the kernel's workspace, a few hundred KiB beside the plan's GiB.
+  // layers' pointers (device) and the kernel's workspace, a few hundred KiB beside the plan's GiB,
+  // counted with the workspace (step_bytes).
   k::decode_step_shape step_shape;
   bool step_kernel = false;
   device_buffer step_layers, step_workspace;
   std::vector<k::decode_layer> step_layers_uploaded;
+  std::uint64_t step_layers_bytes() const { return static_cast<std::uint64_t>(c.layers) * sizeof(k::decode_layer); }
+  std::uint64_t step_bytes() const {
+    return step_kernel ? step_layers_bytes() + k::decode_step_workspace_bytes(step_shape) : 0;
+  }
 
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>, gemm_plan> plans;
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
@@ -215,6 +220,11 @@ struct cuda_engine::impl {
     }
     off_final_norm = reserve(elems(c.hidden));
     off_lm_head = c.tie_embeddings ? off_embedding : reserve(elems(c.vocab * c.hidden));
+    if (o.batch == 1) {  // the one-kernel decode step, where this device's kernel takes the shape
+      step_shape = {c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate, o.max_context, fp8, shape.kv,
+                    static_cast<float>(c.rms_norm_eps), attention_scale};
+      step_kernel = k::decode_step_refusal(step_shape).empty();
+    }
     if (!allocate) return;
 
     // The weights, the cache and the pass's activations: evictable with options.evictable (offload()).
@@ -253,18 +263,13 @@ struct cuda_engine::impl {
     ITERA_CUDA_CHECK(cudaMemset(next.data(), 0, next.bytes()));
     held.assign(static_cast<std::size_t>(o.batch), 0);
     busy.assign(static_cast<std::size_t>(o.batch), false);
-    if (o.batch == 1) {
-      step_shape = {c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate, o.max_context, fp8, shape.kv,
-                    static_cast<float>(c.rms_norm_eps), attention_scale};
-      step_kernel = k::decode_step_refusal(step_shape).empty();
-      if (step_kernel) {
-        step_layers = dev.allocate(static_cast<std::uint64_t>(c.layers) * sizeof(k::decode_layer));
-        step_workspace = dev.allocate(k::decode_step_workspace_bytes(step_shape));
-        if (half)
-          k::prepare_decode_step<fp16>(step_shape);
-        else
-          k::prepare_decode_step<bf16>(step_shape);
-      }
+    if (step_kernel) {
+      step_layers = dev.allocate(step_layers_bytes());
+      step_workspace = dev.allocate(k::decode_step_workspace_bytes(step_shape));
+      if (half)
+        k::prepare_decode_step<fp16>(step_shape);
+      else
+        k::prepare_decode_step<bf16>(step_shape);
     }
     ITERA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_ids),
                                    static_cast<std::size_t>((o.max_context + 1) * o.batch) * sizeof(std::int32_t),
@@ -943,8 +948,12 @@ engine_memory cuda_engine::plan(backend& dev, const model_config& config, const 
   // The plan holds the logits of each sequence's last row; all_position_logits holds every row's.
   e.activations += static_cast<std::uint64_t>(layout.logits_rows - layout.o.batch) *
                    static_cast<std::uint64_t>(config.vocab) * 4;
-  e.workspace = p.bytes_of("workspace");
+  e.workspace = p.bytes_of("workspace") + layout.step_bytes();
   return e;
+}
+
+std::uint64_t cuda_engine::step_kernel_bytes(backend& dev, const model_config& config, const engine_options& options) {
+  return impl(dev, config, options, false).step_bytes();
 }
 
 void cuda_engine::offload() {
@@ -976,7 +985,7 @@ engine_memory cuda_engine::memory() const {
                                  &m->next, &m->lengths, &m->inv_freq, &m->dequantised, &m->act_codes, &m->act_scales,
                                  &m->input_rows, &m->input_host_values})
     r.activations += b->bytes();
-  r.workspace = m->dev.lt_workspace_size();
+  r.workspace = m->dev.lt_workspace_size() + m->step_layers.bytes() + m->step_workspace.bytes();
   return r;
 }
 

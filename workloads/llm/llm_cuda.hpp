@@ -156,6 +156,9 @@ class cuda_engine final : public engine {
   // allocates exactly; the embedding rows' small buffers made on first use aside), computed
   // without allocating.
   static engine_memory plan(backend& dev, const model_config& config, const engine_options& options);
+  // The part of plan()'s workspace that is the engine's own: the one-kernel decode step's layer
+  // table and split states (batch 1, where this device's kernel takes the shape; 0 otherwise).
+  static std::uint64_t step_kernel_bytes(backend& dev, const model_config& config, const engine_options& options);
 
   // Residency (options.evictable only; std::logic_error otherwise). offload() waits for the stream
   // and gives back the device memory of the weights, the KV cache and the activations (the token

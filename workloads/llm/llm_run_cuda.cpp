@@ -39,16 +39,6 @@ class engine_logits final : public logits_model {
 void run_cuda(case_state& st) {
   const llm_case c = read_case(st);
   backend& dev = st.device();
-  // The cuBLASLt workspace is the backend's and already allocated: the plan counts it, the free
-  // memory the driver reports has it taken already.
-  const std::uint64_t workspace = default_workspace_bytes;
-  const auto free_before = dev.memory().free_bytes;
-  const bool fp8_products = c.weights == dtype::fp8_e4m3 && cuda_engine::fp8_products_available(dev, c.compute);
-  (void)check_memory(st, c, free_before + workspace, workspace, held_as::case_precision, fp8_products);
-
-  memory_tracker& tracker = dev.memory_tracking();
-  const std::uint64_t baseline = tracker.current();
-  (void)tracker.exchange_peak(baseline);
   engine_options o;
   o.batch = c.kind == scenario::single_stream ? 1 : c.batch;
   o.max_context = c.context;
@@ -57,6 +47,19 @@ void run_cuda(case_state& st) {
   o.compute = c.compute;
   o.weights = c.weights;
   o.kv = c.kv;
+  // The cuBLASLt workspace is the backend's and already allocated: the plan counts it, the free
+  // memory the driver reports has it taken already. The engine's own kernels' workspace (the
+  // one-kernel decode step's) is allocated with the engine.
+  const std::uint64_t workspace = default_workspace_bytes;
+  const auto free_before = dev.memory().free_bytes;
+  const bool fp8_products = c.weights == dtype::fp8_e4m3 && cuda_engine::fp8_products_available(dev, c.compute);
+  const std::uint64_t step_workspace = cuda_engine::step_kernel_bytes(dev, c.config, o);
+  (void)check_memory(st, c, free_before + workspace, workspace + step_workspace, held_as::case_precision,
+                     fp8_products);
+
+  memory_tracker& tracker = dev.memory_tracking();
+  const std::uint64_t baseline = tracker.current();
+  (void)tracker.exchange_peak(baseline);
   std::unique_ptr<cuda_engine> eng = make_engine(dev, c, o);
   run_case(st, *eng, c);
   eng->synchronize();
