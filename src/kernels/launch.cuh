@@ -74,6 +74,35 @@ bool wgmma_available();
 // launches on two GPUs sets it on each.
 void allow_dynamic_shared(const void* kernel, std::size_t bytes);
 
+// A launch's attributes for cudaLaunchKernelEx: a thread block cluster of `cluster` blocks (none
+// where it is 1 x 1 x 1) and PDL where programmatic_launch_enabled(). Keep it alive until the
+// launch: the config points into it.
+class launch_attributes {
+ public:
+  explicit launch_attributes(dim3 cluster = dim3(1, 1, 1)) {
+    if (cluster.x * cluster.y * cluster.z > 1) {
+      m_attrs[m_count].id = cudaLaunchAttributeClusterDimension;
+      m_attrs[m_count].val.clusterDim.x = cluster.x;
+      m_attrs[m_count].val.clusterDim.y = cluster.y;
+      m_attrs[m_count].val.clusterDim.z = cluster.z;
+      ++m_count;
+    }
+    if (programmatic_launch_enabled()) {
+      m_attrs[m_count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      m_attrs[m_count].val.programmaticStreamSerializationAllowed = 1;
+      ++m_count;
+    }
+  }
+  void apply_to(cudaLaunchConfig_t& config) {
+    config.attrs = m_attrs;
+    config.numAttrs = m_count;
+  }
+
+ private:
+  cudaLaunchAttribute m_attrs[2] = {};
+  unsigned m_count = 0;
+};
+
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
             Args&&... args) {
@@ -82,11 +111,8 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  cudaLaunchAttribute pdl{};
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &pdl;
-  config.numAttrs = programmatic_launch_enabled() ? 1 : 0;
+  launch_attributes attrs;
+  attrs.apply_to(config);
   ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 

@@ -683,22 +683,8 @@ bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, co
   config.blockDim = dim3(d.threads);
   config.dynamicSmemBytes = d.shared_bytes;
   config.stream = stream;
-  cudaLaunchAttribute attrs[2] = {};
-  unsigned count = 0;
-  if (splits > 1) {
-    attrs[count].id = cudaLaunchAttributeClusterDimension;
-    attrs[count].val.clusterDim.x = 1;
-    attrs[count].val.clusterDim.y = 1;
-    attrs[count].val.clusterDim.z = static_cast<unsigned>(splits);
-    ++count;
-  }
-  if (programmatic_launch_enabled()) {  // launch.cuh
-    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  config.attrs = attrs;
-  config.numAttrs = count;
+  launch_attributes attrs(dim3(1, 1, static_cast<unsigned>(splits)));
+  attrs.apply_to(config);
   // Scores in base 2: exp(x) = exp2(x * log2(e)).
   const float scale_log2 = scale * 1.4426950408889634f;
   ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale_log2, out));

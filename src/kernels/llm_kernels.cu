@@ -1568,22 +1568,8 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
   config.gridDim = dim3(parts, static_cast<unsigned>(rows));
   config.blockDim = dim3(argmax_threads);
   config.stream = stream;
-  cudaLaunchAttribute attrs[2] = {};
-  unsigned count = 0;
-  if (parts > 1) {
-    attrs[count].id = cudaLaunchAttributeClusterDimension;
-    attrs[count].val.clusterDim.x = parts;
-    attrs[count].val.clusterDim.y = 1;
-    attrs[count].val.clusterDim.z = 1;
-    ++count;
-  }
-  if (programmatic_launch_enabled()) {  // launch.cuh
-    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  config.attrs = attrs;
-  config.numAttrs = count;
+  launch_attributes attrs(dim3(parts, 1, 1));
+  attrs.apply_to(config);
   ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, argmax_kernel, logits, in_stride, in_offset, vocab, out, vec, then.length,
                                      then.by, then.limit));
   ITERA_CUDA_CHECK_LAUNCH();
