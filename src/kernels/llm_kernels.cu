@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 
@@ -1564,6 +1565,8 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
   // A row over a cluster of 8 blocks where there are clusters (the portable size), else one block
   // (llama-3.1-8b's 128256 logits: one block 14.7 us, H200: docs/perf/2026-11-30-decode-step-3.md).
   const unsigned parts = device_is_sm90_or_later() && vocab >= 8 * argmax_threads ? 8u : 1u;
+  if (rows > 65535)  // the grid's y dimension
+    throw std::invalid_argument("argmax: " + std::to_string(rows) + " rows in one launch, at most 65535");
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(parts, static_cast<unsigned>(rows));
   config.blockDim = dim3(argmax_threads);

@@ -317,5 +317,4 @@ template <class A>
 void decode_step(const decode_layer* layers, const decode_step_shape& s, float* x, A* qkv, A* attn, A* gate_up,
                  const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream);
 
-
 }  // namespace itera::kernels::llm
