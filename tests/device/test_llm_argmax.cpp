@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include "itera/cuda/check.hpp"
+#include "src/cuda/memory.hpp"
 #include "src/kernels/llm_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
 #endif
@@ -35,22 +36,19 @@ namespace k = itera::kernels::llm;
 
 class llm_argmax : public itera::test::cuda_test {};
 
+// The values on the device, and back.
 template <class T>
-struct device_array {
-  T* p = nullptr;
-  explicit device_array(const std::vector<T>& host) {
-    ITERA_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(T)));
-    ITERA_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~device_array() { cudaFree(p); }
-  device_array(const device_array&) = delete;
-  device_array& operator=(const device_array&) = delete;
-  std::vector<T> read(std::size_t n) const {
-    std::vector<T> host(n);
-    ITERA_CUDA_CHECK(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-};
+itera::cuda::device_buffer upload(const std::vector<T>& host) {
+  itera::cuda::device_buffer b(host.size() * sizeof(T), nullptr);
+  ITERA_CUDA_CHECK(cudaMemcpy(b.data(), host.data(), b.bytes(), cudaMemcpyHostToDevice));
+  return b;
+}
+template <class T>
+std::vector<T> download(const itera::cuda::device_buffer& b) {
+  std::vector<T> host(b.bytes() / sizeof(T));
+  ITERA_CUDA_CHECK(cudaMemcpy(host.data(), b.data(), b.bytes(), cudaMemcpyDeviceToHost));
+  return host;
+}
 
 std::int32_t first_largest(const float* row, std::int64_t vocab) {
   std::int64_t best = 0;
@@ -97,21 +95,22 @@ TEST_F(llm_argmax, matches_first_largest_and_advances_lengths) {
 
     const std::vector<std::int32_t> lengths{5, 9, 10, 0, 3};
     constexpr std::int32_t by = 1, limit = 10;  // 9 -> 10 and 10 -> 10: at the limit
-    device_array<float> d_logits(logits);
-    device_array<std::int32_t> d_out(std::vector<std::int32_t>(seqs, -1));
-    device_array<std::int32_t> d_lengths(lengths);
-    k::argmax(d_logits.p, ac.rows_per_seq, ac.rows_per_seq - 1, seqs, vocab, d_out.p, nullptr,
-              k::advance_lengths{d_lengths.p, by, limit});
+    const auto d_logits = upload(logits);
+    const auto d_out = upload(std::vector<std::int32_t>(seqs, -1));
+    const auto d_lengths = upload(lengths);
+    k::argmax(d_logits.as<float>(), ac.rows_per_seq, ac.rows_per_seq - 1, seqs, vocab, d_out.as<std::int32_t>(),
+              nullptr, k::advance_lengths{d_lengths.as<std::int32_t>(), by, limit});
     ITERA_CUDA_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(d_out.read(seqs), want);
-    EXPECT_EQ(d_lengths.read(seqs), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
+    EXPECT_EQ(download<std::int32_t>(d_out), want);
+    EXPECT_EQ(download<std::int32_t>(d_lengths), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
 
     // Without lengths: the choice alone, the lengths untouched.
-    device_array<std::int32_t> d_out2(std::vector<std::int32_t>(seqs, -1));
-    k::argmax(d_logits.p, ac.rows_per_seq, ac.rows_per_seq - 1, seqs, vocab, d_out2.p, nullptr);
+    const auto d_out2 = upload(std::vector<std::int32_t>(seqs, -1));
+    k::argmax(d_logits.as<float>(), ac.rows_per_seq, ac.rows_per_seq - 1, seqs, vocab, d_out2.as<std::int32_t>(),
+              nullptr);
     ITERA_CUDA_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(d_out2.read(seqs), want);
-    EXPECT_EQ(d_lengths.read(seqs), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
+    EXPECT_EQ(download<std::int32_t>(d_out2), want);
+    EXPECT_EQ(download<std::int32_t>(d_lengths), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
   }
 }
 

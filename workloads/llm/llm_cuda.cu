@@ -88,6 +88,26 @@ constexpr std::uint64_t arena_alignment = 256;
 
 std::uint64_t align_up(std::uint64_t v) { return (v + arena_alignment - 1) / arena_alignment * arena_alignment; }
 
+// How an engine with `o` stores its KV cache, and its attention's score scale.
+k::kv_storage cache_storage(const engine_options& o) {
+  return o.kv == dtype::fp8_e4m3 ? k::kv_storage::fp8_e4m3 : o.compute == dtype::fp16 ? k::kv_storage::fp16
+                                                                                       : k::kv_storage::bf16;
+}
+float score_scale(const model_config& c) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))); }
+
+// The one-kernel decode step (batch 1): its shape for an engine of `c` with `o`, and what the
+// engine allocates for it beside the plan's buffers (the layers' table, the kernel's workspace).
+k::decode_step_shape step_shape_for(const model_config& c, const engine_options& o) {
+  return {c.layers,    c.hidden,      c.heads, c.kv_heads, c.head_dim, c.intermediate, o.max_context,
+          o.weights == dtype::fp8_e4m3, cache_storage(o), static_cast<float>(c.rms_norm_eps), score_scale(c)};
+}
+std::uint64_t step_layers_bytes(const model_config& c) {
+  return static_cast<std::uint64_t>(c.layers) * sizeof(k::decode_layer);
+}
+std::uint64_t step_kernel_bytes_for(const model_config& c, const k::decode_step_shape& s) {
+  return step_layers_bytes(c) + k::decode_step_workspace_bytes(s);
+}
+
 // Offsets of one layer's parts; s*: the fp32 row scales of an fp8 projection (unused for bf16).
 struct layer_offsets {
   std::uint64_t wqkv = 0, bqkv = 0, wo = 0, wgu = 0, wdown = 0, input_norm = 0, post_norm = 0;
@@ -137,10 +157,7 @@ struct cuda_engine::impl {
   bool step_kernel = false;
   device_buffer step_layers, step_workspace;
   std::vector<k::decode_layer> step_layers_uploaded;
-  std::uint64_t step_layers_bytes() const { return static_cast<std::uint64_t>(c.layers) * sizeof(k::decode_layer); }
-  std::uint64_t step_bytes() const {
-    return step_kernel ? step_layers_bytes() + k::decode_step_workspace_bytes(step_shape) : 0;
-  }
+  std::uint64_t step_bytes() const { return step_kernel ? step_kernel_bytes_for(c, step_shape) : 0; }
 
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>, gemm_plan> plans;
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
@@ -186,8 +203,8 @@ struct cuda_engine::impl {
     shape.kv_heads = c.kv_heads;
     shape.head_dim = c.head_dim;
     shape.max_context = o.max_context;
-    shape.kv = kv8 ? k::kv_storage::fp8_e4m3 : half ? k::kv_storage::fp16 : k::kv_storage::bf16;
-    attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    shape.kv = cache_storage(o);
+    attention_scale = score_scale(c);
     if (half)
       k::prepare_attention<fp16>(shape);
     else
@@ -221,8 +238,7 @@ struct cuda_engine::impl {
     off_final_norm = reserve(elems(c.hidden));
     off_lm_head = c.tie_embeddings ? off_embedding : reserve(elems(c.vocab * c.hidden));
     if (o.batch == 1) {  // the one-kernel decode step, where this device's kernel takes the shape
-      step_shape = {c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate, o.max_context, fp8, shape.kv,
-                    static_cast<float>(c.rms_norm_eps), attention_scale};
+      step_shape = step_shape_for(c, o);
       step_kernel = k::decode_step_refusal(step_shape).empty();
     }
     if (!allocate) return;
@@ -264,7 +280,7 @@ struct cuda_engine::impl {
     held.assign(static_cast<std::size_t>(o.batch), 0);
     busy.assign(static_cast<std::size_t>(o.batch), false);
     if (step_kernel) {
-      step_layers = dev.allocate(step_layers_bytes());
+      step_layers = dev.allocate(step_layers_bytes(c));
       step_workspace = dev.allocate(k::decode_step_workspace_bytes(step_shape));
       if (half)
         k::prepare_decode_step<fp16>(step_shape);
@@ -953,7 +969,10 @@ engine_memory cuda_engine::plan(backend& dev, const model_config& config, const 
 }
 
 std::uint64_t cuda_engine::step_kernel_bytes(backend& dev, const model_config& config, const engine_options& options) {
-  return impl(dev, config, options, false).step_bytes();
+  if (options.batch != 1) return 0;
+  cuda::as_cuda(dev).make_current();  // the kernel's refusal is this device's
+  const k::decode_step_shape s = step_shape_for(config, options);
+  return k::decode_step_refusal(s).empty() ? step_kernel_bytes_for(config, s) : 0;
 }
 
 void cuda_engine::offload() {
