@@ -565,6 +565,31 @@ __device__ void stage_norm(const float* x, const A* weight, float eps, int hidde
   consumer_sync();  // also: scratch free again
 }
 
+// x_s = the A values at src (this kernel wrote them: ld.global.cg), as fp16 for fp8 weights'
+// tensor cores (mma_input). A thread's chunks (up to 8: 14336 values) are loaded before any is
+// stored, one round trip to L2, where a loop of load-then-store took one per chunk (ptxas keeps
+// the loads of the loop's remainder iterations behind their branches).
+template <class A, bool FP8W>
+__device__ void stage_vector(const A* src, int values, A* xs) {
+  constexpr int batch = 8;
+  const int tid = static_cast<int>(threadIdx.x), words = values / 8;
+  const auto* s4 = reinterpret_cast<const uint4*>(src);
+  for (int c0 = tid; c0 < words; c0 += batch * consumer_threads) {
+    uint4 v[batch];
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int c = c0 + b * consumer_threads;
+      v[b] = c < words ? ldcg4(s4 + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int b = 0; b < batch; ++b) {
+      const int c = c0 + b * consumer_threads;
+      if (c < words) reinterpret_cast<uint4*>(xs)[c] = mma_input<A, FP8W>(v[b]);
+    }
+  }
+  consumer_sync();
+}
+
 // x_s = A(silu(gate) * up) from gate_up [gate | up] of A (swiglu_kernel's rounding). A thread's
 // chunks are loaded a batch at a time before any is used: one round trip to L2 a batch, where a
 // loop of load-then-use would wait on one per chunk.
@@ -879,9 +904,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 1); });
     mark(5);
     // o: x += attn Wo^T
-    for (int c = tid; c < p.heads * step_head_dim / 8; c += consumer_threads)
-      reinterpret_cast<uint4*>(xs)[c] = mma_input<A, FP8W>(ldcg4(static_cast<const uint4*>(p.attn) + c));
-    consumer_sync();
+    stage_vector<A, FP8W>(static_cast<const A*>(p.attn), p.heads * step_head_dim, xs);
     mark(6);
     consume_product<A, FP8W>(p.geo[p_o], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
@@ -911,9 +934,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     mark(11);
     // down: x += act Wdown^T
     if (p.geo[p_gate_up].half) {
-      for (int c = tid; c < p.intermediate / 8; c += consumer_threads)
-        reinterpret_cast<uint4*>(xs)[c] = mma_input<A, FP8W>(ldcg4(static_cast<const uint4*>(p.gate_up) + c));
-      consumer_sync();
+      stage_vector<A, FP8W>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
     } else {
       stage_swiglu<A>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
       if constexpr (FP8W) to_mma_input<A>(xs, p.intermediate);
