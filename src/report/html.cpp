@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "itera/analysis/fit.hpp"
+#include "itera/analysis/precision.hpp"
 #include "itera/core/build_info.hpp"
 #include "itera/core/errors.hpp"
 #include "itera/env/catalogue.hpp"
@@ -728,6 +729,60 @@ section memory_section(const std::vector<case_ref>& all, const run_names& labels
   return s;
 }
 
+// ---- precision against speed (R6, R10)
+
+section precision_section(const std::vector<result_set>& sets, const run_names& labels) {
+  section s{"precision", "Precision against speed",
+            "Cases of one run that differ only in their precision axes (weights, kv, compute): each one's decode "
+            "rate (throughput/decode_tokens_per_s) over that of the group's widest case (the most bytes a weight, "
+            "then a cached value), with the quality figures the case measured against its reference beside it "
+            "(quality/logits_rel_error, quality/top1_agreement). Only rates from the same run are divided: the "
+            "same binary runs up to 17% apart on two fresh machines of one model.",
+            {}};
+  int n = 0;
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    std::vector<const case_record*> cases;
+    for (const auto& c : sets[i].cases)
+      if (c.role == "case") cases.push_back(&c);
+    const auto rows = precision_speedups(cases);
+    for (std::size_t b = 0; b < rows.size();) {
+      std::size_t e = b + 1;
+      while (e < rows.size() && rows[e].key == rows[b].key) ++e;
+      ojson categories = ojson::array(), values = ojson::array();
+      chart c;
+      c.table.column("precision", false);
+      for (const char* h : {"decode tokens/s", "TPOT", "speed-up", "logits rel. error", "top-1 agreement"})
+        c.table.column(h, true);
+      c.table.column("quality against", false);
+      const auto opt = [](const std::optional<double>& v) { return v ? sig3(*v) : std::string("-"); };
+      for (std::size_t k = b; k < e; ++k) {
+        const precision_row& r = rows[k];
+        const std::string label = r.precision + (r.reference ? " (reference)" : "");
+        categories.push_back(label);
+        values.push_back(r.speedup);
+        c.table.rows.push_back({label, sig3(r.rate) + " tokens/s", r.tpot_s ? human_time_ns(*r.tpot_s * 1e9) : "-",
+                                fmt::format("{:.3f}x", r.speedup), opt(r.logits_rel_error), opt(r.top1_agreement),
+                                r.quality_against.empty() ? "-" : r.quality_against});
+      }
+      c.spec = new_spec(chart_id("precision", rows[b].rec->workload, ++n), s.id,
+                        labels[i] + ": decode speed-up over the widest precision", "bar");
+      c.spec["x"] = axis_spec("precision", "category");
+      c.spec["y"] = axis_spec("speed-up (x)", "linear");
+      c.spec["categories"] = categories;
+      c.spec["series"] = ojson::array({{{"label", "speed-up"}, {"color", 0}, {"values", values}}});
+      c.spec["references"] = ojson::array({{{"axis", "value"}, {"value", 1.0}, {"label", "reference"}}});
+      c.spec["note"] = rows[b].label;
+      s.charts.push_back(std::move(c));
+      b = e;
+    }
+  }
+  if (s.charts.empty())
+    s.charts.push_back(empty_chart("precision", s.id, "Precision against speed",
+                                   "no run holds two finished cases that differ only in weights, kv or compute "
+                                   "(the llm workload with --axis weights=bf16,fp8_e4m3 makes such a pair)."));
+  return s;
+}
+
 // ---- achieved rates against the ceilings
 
 const ceiling* find_ceiling(const result_set& set, const std::string& key) {
@@ -1083,6 +1138,7 @@ std::vector<section> build_sections(const std::vector<result_set>& sets, const r
   out.push_back(latency_section(all, labels));
   out.push_back(stages_section(all, labels));
   out.push_back(memory_section(all, labels));
+  out.push_back(precision_section(sets, labels));
   out.push_back(utilisation_section(sets, all, labels));
   out.push_back(comparison_section(sets, all, labels));
   out.push_back(cost_section(cost));

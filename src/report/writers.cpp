@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "itera/analysis/cost.hpp"
+#include "itera/analysis/precision.hpp"
 #include "itera/core/errors.hpp"
 #include "src/report/text_format.hpp"
 
@@ -320,6 +321,28 @@ void write_operating_points(std::ostream& out, const std::vector<const case_reco
   out << '\n';
 }
 
+// Precision (R6, R10): cases of this run that differ only in weights, kv or compute, each group's
+// decode rate against its widest case (precision_speedups), the quality figures beside it.
+void write_precision(std::ostream& out, const std::vector<const case_record*>& cases) {
+  const auto rows = precision_speedups(cases);
+  if (rows.empty()) return;
+  md_table t;
+  t.column("cases", false);
+  t.column("precision", false);
+  for (const char* h : {"decode tokens/s", "TPOT", "speed-up"}) t.column(h, true);
+  for (const char* h : {"logits rel. error", "top-1 agreement"}) t.column(h, true);
+  t.column("quality against", false);
+  const auto opt = [](const std::optional<double>& v) { return v ? sig3(*v) : std::string("-"); };
+  for (const auto& r : rows)
+    t.rows.push_back({r.label, r.precision + (r.reference ? " (reference)" : ""), sig3(r.rate),
+                      r.tpot_s ? human_time_ns(*r.tpot_s * 1e9) : "-", fmt::format("{:.3f}x", r.speedup),
+                      opt(r.logits_rel_error), opt(r.top1_agreement), r.quality_against.empty() ? "-" : r.quality_against});
+  out << "Precision against speed (cases that differ only in weights, kv or compute; each group's rates measured in "
+         "this run, against its widest case):\n\n";
+  t.write(out);
+  out << '\n';
+}
+
 void write_set_markdown(std::ostream& out, const result_set& set) {
   const run_context& c = set.context;
   out << fmt::format("## {}\n\n", set.source.empty() ? "results" : set.source);
@@ -372,6 +395,7 @@ void write_set_markdown(std::ostream& out, const result_set& set) {
   for (const auto& w : workloads) {
     write_workload_markdown(out, w, by_workload[w]);
     write_operating_points(out, by_workload[w]);
+    write_precision(out, by_workload[w]);
   }
 }
 

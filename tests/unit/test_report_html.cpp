@@ -6,6 +6,8 @@
 #include <regex>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "itera/analysis/cost.hpp"
 #include "itera/core/errors.hpp"
 #include "itera/core/result.hpp"
@@ -200,7 +202,7 @@ TEST(ReportHtml, ChartsWithoutDataSaySo) {
   const auto sets = std::vector<result_set>{itera::read_results(scenarios + "/server.jsonl")};
   const std::string html = render(sets);
   const ojson data = embedded_data(html);
-  for (const char* id : {"throughput", "stages", "utilisation", "comparison", "cost"}) {
+  for (const char* id : {"throughput", "stages", "precision", "utilisation", "comparison", "cost"}) {
     const ojson& c = chart(data, id);
     EXPECT_TRUE(c["series"].empty()) << id;
     EXPECT_EQ(c["note"].get<std::string>().rfind("No data for this chart: ", 0), 0u) << id;
@@ -211,8 +213,31 @@ TEST(ReportHtml, ChartsWithoutDataSaySo) {
 
   // No results at all: every section still has its chart, each with a note.
   const ojson empty = embedded_data(render({}));
-  EXPECT_EQ(empty["charts"].size(), 7u);
+  EXPECT_EQ(empty["charts"].size(), 8u);
   for (const auto& c : empty["charts"]) EXPECT_TRUE(c["series"].empty());
+}
+
+// One run of bf16 and fp8 weights on the H200 (docs/perf/2026-11-30-decode-step-4.md, run 8): the
+// fp8 case's speed-up over the bf16 one, divided from the file's own rates, with its quality figures.
+TEST(ReportHtml, PrecisionDividesRatesOfOneRun) {
+  const result_set set = itera::read_results(data_dir + "/2026-11-30-decode-step-4/run8_bench.jsonl");
+  const auto& bf16 = find_case(set, "llm", {{"weights", "bf16"}});
+  const auto& fp8 = find_case(set, "llm", {{"weights", "fp8_e4m3"}});
+  const double want = fp8.find_metric("throughput/decode_tokens_per_s")->value /
+                      bf16.find_metric("throughput/decode_tokens_per_s")->value;
+  ASSERT_GT(want, 1.5);
+  const std::string html = render({set});
+  const ojson model = embedded_data(html);
+  const ojson& c = chart(model, "precision-llm-1");
+  ASSERT_EQ(c["categories"].size(), 2u);
+  EXPECT_EQ(c["categories"][0], "weights=bf16 kv=bf16 compute=bf16 (reference)");
+  EXPECT_EQ(c["categories"][1], "weights=fp8_e4m3 kv=bf16 compute=bf16");
+  const auto* s = series(c, "speed-up");
+  ASSERT_NE(s, nullptr);
+  EXPECT_DOUBLE_EQ((*s)["values"][0].get<double>(), 1.0);
+  EXPECT_NEAR((*s)["values"][1].get<double>(), want, 1e-12);
+  EXPECT_NE(html.find(fmt::format("{:.3f}x", want)), std::string::npos);
+  EXPECT_NE(html.find("bf16 weights on the cuda engine"), std::string::npos) << "the quality figures' reference";
 }
 
 std::string render(const std::vector<result_set>& sets, const itera::html_cost& cost) {

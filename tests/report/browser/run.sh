@@ -30,9 +30,12 @@ scen=$data/2026-11-29-llm-scenarios-4
   "$data/2026-11-29-h200-run.jsonl" --format html --out "$work/all.html"
 # One run of the server scenario: latency and memory drawn, the others say there is no data.
 "$itera" report "$scen/server.jsonl" --format html --out "$work/server.html"
+# One run of bf16 and fp8 weights on the H200: the precision chart (fp8's speed-up over bf16).
+"$itera" report "$data/2026-11-30-decode-step-4/run8_bench.jsonl" --format html --out "$work/precision.html"
 
 cd "$work"
 node check_report.mjs all.html screenshots/all.png "$tmp" throughput-llm latency-llm-ttft latency-llm-tpot \
   stages-llm memory-llm utilisation-llm utilisation-transfer utilisation-gemm comparison-llm
 node check_report.mjs server.html screenshots/server.png "$tmp" throughput latency-llm-ttft latency-llm-tpot \
-  stages memory-llm utilisation comparison
+  stages memory-llm precision utilisation comparison
+node check_report.mjs precision.html screenshots/precision.png "$tmp" +precision-llm-1 +throughput-llm +memory-llm
