@@ -1,9 +1,10 @@
 #pragma once
-// Precision against speed (DESIGN.md R6, R10; docs/report.md "Precision"): the cases of one run
-// that differ only in their precision axes (weights, kv, compute), each case's decode rate against
-// its group's reference case, beside the quality figures the case measured. Rates from one run only:
-// the same binary's decode step differs by up to 17% between fresh H200 machines
-// (docs/perf/2026-11-30-decode-step-4.md), so a speed-up across runs would measure the machines.
+// Precision against speed (DESIGN.md R6, R10; docs/report.md, "Precision against speed"): the
+// cases of one run that differ only in their precision axes (weights, kv, compute), each case's
+// decode rate against its group's reference case, beside the quality figures the case measured.
+// Rates from one run only: the same binary's decode step differs by up to 17% between fresh H200
+// machines (docs/perf/2026-11-30-decode-step-4.md), so a speed-up across runs would measure the
+// machines.
 #include <optional>
 #include <string>
 #include <vector>
