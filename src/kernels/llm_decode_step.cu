@@ -555,7 +555,7 @@ __device__ void stage_norm(const float* x, const A* weight, float eps, int hidde
     const A a[4] = {rms_apply<A>(wf[0], v.x, scale), rms_apply<A>(wf[1], v.y, scale), rms_apply<A>(wf[2], v.z, scale),
                     rms_apply<A>(wf[3], v.w, scale)};
     if constexpr (MmaInput && !is_fp16<A>) {
-      const auto sat = [](A x) { return fminf(fmaxf(to_float(x), -65504.0f), 65504.0f); };
+      const auto sat = [](A x) { return fp16_saturated(to_float(x)); };
       reinterpret_cast<uint2*>(xs)[c] = make_uint2(pack2<fp16>(sat(a[0]), sat(a[1])), pack2<fp16>(sat(a[2]), sat(a[3])));
     } else {
       auto* o = reinterpret_cast<pair_of<A>*>(xs) + 2 * c;

@@ -50,6 +50,9 @@ __device__ __forceinline__ unsigned fp16_pair_of_codes(unsigned two_codes) {
   return static_cast<unsigned>(h.x) | (static_cast<unsigned>(h.y) << 16);
 }
 
+// An activation as the fp8 weights' tensor cores take it: saturated at fp16's largest finite value.
+__device__ __forceinline__ float fp16_saturated(float x) { return fminf(fmaxf(x, -65504.0f), 65504.0f); }
+
 // Eight values of A (a 16-byte chunk) as eight fp16, saturated at +-65504.
 template <class A>
 __device__ __forceinline__ uint4 fp16_chunk(const uint4& v) {
@@ -58,10 +61,9 @@ __device__ __forceinline__ uint4 fp16_chunk(const uint4& v) {
   } else {
     float f[8];
     unpack8<A>(v, f);
-    const auto sat = [](float x) { return fminf(fmaxf(x, -65504.0f), 65504.0f); };
     unsigned w[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) w[j] = pack2<fp16>(sat(f[2 * j]), sat(f[2 * j + 1]));
+    for (int j = 0; j < 4; ++j) w[j] = pack2<fp16>(fp16_saturated(f[2 * j]), fp16_saturated(f[2 * j + 1]));
     return make_uint4(w[0], w[1], w[2], w[3]);
   }
 }

@@ -750,19 +750,12 @@ section precision_section(const std::vector<result_set>& sets, const run_names& 
       while (e < rows.size() && rows[e].key == rows[b].key) ++e;
       ojson categories = ojson::array(), values = ojson::array();
       chart c;
-      c.table.column("precision", false);
-      for (const char* h : {"decode tokens/s", "TPOT", "speed-up", "logits rel. error", "top-1 agreement"})
-        c.table.column(h, true);
-      c.table.column("quality against", false);
-      const auto opt = [](const std::optional<double>& v) { return v ? sig3(*v) : std::string("-"); };
+      for (const auto& col : report::precision_columns()) c.table.column(col.name, col.numeric);
       for (std::size_t k = b; k < e; ++k) {
-        const precision_row& r = rows[k];
-        const std::string label = r.precision + (r.reference ? " (reference)" : "");
-        categories.push_back(label);
-        values.push_back(r.speedup);
-        c.table.rows.push_back({label, sig3(r.rate) + " tokens/s", r.tpot_s ? human_time_ns(*r.tpot_s * 1e9) : "-",
-                                fmt::format("{:.3f}x", r.speedup), opt(r.logits_rel_error), opt(r.top1_agreement),
-                                r.quality_against.empty() ? "-" : r.quality_against});
+        auto cells = report::precision_cells(rows[k]);
+        categories.push_back(cells.front());
+        values.push_back(rows[k].speedup);
+        c.table.rows.push_back(std::move(cells));
       }
       c.spec = new_spec(chart_id("precision", rows[b].rec->workload, ++n), s.id,
                         labels[i] + ": decode speed-up over the widest precision", "bar");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -165,6 +166,24 @@ void write_list(std::ostream& out, const std::string& title, const std::vector<s
 void write_document(std::ostream& out, std::string text) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
   out << text << '\n';
+}
+
+const std::vector<table_column>& precision_columns() {
+  static const std::vector<table_column> columns = {
+      {"precision", false},       {"decode tokens/s", true}, {"TPOT", true}, {"speed-up", true},
+      {"logits rel. error", true}, {"top-1 agreement", true}, {"quality against", false}};
+  return columns;
+}
+
+std::vector<std::string> precision_cells(const precision_row& r) {
+  const auto opt = [](const std::optional<double>& v) { return v ? sig3(*v) : std::string("-"); };
+  return {r.precision + (r.reference ? " (reference)" : ""),
+          sig3(r.rate),
+          r.tpot_s ? human_time_ns(*r.tpot_s * 1e9) : "-",
+          fmt::format("{:.3f}x", r.speedup),
+          opt(r.logits_rel_error),
+          opt(r.top1_agreement),
+          r.quality_against.empty() ? "-" : r.quality_against};
 }
 
 }  // namespace itera::report

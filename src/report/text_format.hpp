@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "itera/analysis/precision.hpp"
 #include "itera/core/result.hpp"
 
 namespace itera::report {
@@ -65,5 +66,14 @@ void write_list(std::ostream& out, const std::string& title, const std::vector<s
 // Documents are built from blocks that each end with a blank line; this writes one ending in
 // exactly one newline.
 void write_document(std::ostream& out, std::string text);
+
+// A precision_speedups row as both reports' tables show it: the columns' names (numeric or not),
+// then a row's cells in that order.
+struct table_column {
+  const char* name;
+  bool numeric;
+};
+const std::vector<table_column>& precision_columns();
+std::vector<std::string> precision_cells(const precision_row& r);
 
 }  // namespace itera::report

@@ -328,15 +328,12 @@ void write_precision(std::ostream& out, const std::vector<const case_record*>& c
   if (rows.empty()) return;
   md_table t;
   t.column("cases", false);
-  t.column("precision", false);
-  for (const char* h : {"decode tokens/s", "TPOT", "speed-up"}) t.column(h, true);
-  for (const char* h : {"logits rel. error", "top-1 agreement"}) t.column(h, true);
-  t.column("quality against", false);
-  const auto opt = [](const std::optional<double>& v) { return v ? sig3(*v) : std::string("-"); };
-  for (const auto& r : rows)
-    t.rows.push_back({r.label, r.precision + (r.reference ? " (reference)" : ""), sig3(r.rate),
-                      r.tpot_s ? human_time_ns(*r.tpot_s * 1e9) : "-", fmt::format("{:.3f}x", r.speedup),
-                      opt(r.logits_rel_error), opt(r.top1_agreement), r.quality_against.empty() ? "-" : r.quality_against});
+  for (const auto& c : report::precision_columns()) t.column(c.name, c.numeric);
+  for (const auto& r : rows) {
+    std::vector<std::string> row{r.label};
+    for (auto& cell : report::precision_cells(r)) row.push_back(std::move(cell));
+    t.rows.push_back(std::move(row));
+  }
   out << "Precision against speed (cases that differ only in weights, kv or compute; each group's rates measured in "
          "this run, against its widest case):\n\n";
   t.write(out);
