@@ -1562,9 +1562,12 @@ void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermedia
 void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset, std::int64_t rows, std::int64_t vocab,
             std::int32_t* out, cudaStream_t stream, const advance_lengths& then) {
   const bool vec = vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
-  // A row over a cluster of 8 blocks where there are clusters (the portable size), else one block
-  // (llama-3.1-8b's 128256 logits: one block 14.7 us, H200: docs/perf/2026-11-30-decode-step-3.md).
-  const unsigned parts = device_is_sm90_or_later() && vocab >= 8 * argmax_threads ? 8u : 1u;
+  // A row over a cluster of up to 8 blocks where there are clusters (the portable size), else one
+  // block (llama-3.1-8b's 128256 logits: one block 14.7 us, H200: docs/perf/2026-11-30-decode-step-3.md);
+  // fewer blocks a row where the rows alone fill the SMs (parts x rows <= SMs): at 64 rows a
+  // cluster of 2, 13.8 us where 8 took 38.9 (docs/perf/2026-11-30-stream-gemm.md).
+  unsigned parts = device_is_sm90_or_later() && vocab >= 8 * argmax_threads ? 8u : 1u;
+  while (parts > 1 && static_cast<std::int64_t>(parts) * rows > device_multiprocessors()) parts /= 2;
   if (rows > 65535)  // the grid's y dimension
     throw std::invalid_argument("argmax: " + std::to_string(rows) + " rows in one launch, at most 65535");
   cudaLaunchConfig_t config{};

@@ -1,6 +1,7 @@
 // The greedy choice on the GPU (k::argmax, llm_kernels.cu) against the first index of the largest
 // value computed here: rows split over a cluster of blocks (sm_90 and later; vocab 128256 as
-// llama-3's, 16-byte loads, and an odd vocab, scalar loads), and one block (a small vocab); the
+// llama-3's, 16-byte loads, and an odd vocab, scalar loads; 5 rows a cluster of 8, 20-70 rows
+// smaller ones), and one block (a small vocab); the
 // largest value tied in two blocks' slices (the smaller index wins, whichever block merges
 // first), in one slice, and a row of -inf; rows read with a stride and an offset as the engine
 // reads each sequence's last row; and the lengths it advances in the same launch, at and below
@@ -61,19 +62,24 @@ TEST_F(llm_argmax, matches_first_largest_and_advances_lengths) {
   struct argmax_case {
     const char* name;
     std::int64_t vocab, rows_per_seq;
+    std::int64_t seqs = 5;
   };
+  // With more rows a row is split over fewer blocks (parts x rows <= SMs): on the H200's 132 SMs
+  // 20, 40 and 70 rows take clusters of 4, 2 and 1.
   const argmax_case cases[] = {
       {"vocab 128256, 16-byte loads", 128256, 1},
       {"vocab 128256, each sequence's last of 3 rows", 128256, 3},
       {"vocab 50001, scalar loads", 50001, 1},
       {"vocab 1000, one block", 1000, 2},
+      {"vocab 128256, 20 sequences", 128256, 1, 20},
+      {"vocab 128256, 40 sequences", 128256, 1, 40},
+      {"vocab 128256, 70 sequences", 128256, 1, 70},
   };
-  constexpr std::int64_t seqs = 5;
   std::mt19937 rng(20261130);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (const argmax_case& ac : cases) {
     SCOPED_TRACE(ac.name);
-    const std::int64_t vocab = ac.vocab, rows = seqs * ac.rows_per_seq;
+    const std::int64_t seqs = ac.seqs, vocab = ac.vocab, rows = seqs * ac.rows_per_seq;
     std::vector<float> logits(static_cast<std::size_t>(rows * vocab));
     for (float& v : logits) v = normal(rng);
     const auto last_row = [&](std::int64_t s) { return logits.data() + ((s + 1) * ac.rows_per_seq - 1) * vocab; };
@@ -93,8 +99,12 @@ TEST_F(llm_argmax, matches_first_largest_and_advances_lengths) {
     ASSERT_EQ(want[3], 0);
     ASSERT_EQ(want[4], vocab - 1);
 
-    const std::vector<std::int32_t> lengths{5, 9, 10, 0, 3};
     constexpr std::int32_t by = 1, limit = 10;  // 9 -> 10 and 10 -> 10: at the limit
+    std::vector<std::int32_t> lengths{5, 9, 10, 0, 3}, advanced{6, 10, 10, 1, 4};
+    for (std::int64_t s = 5; s < seqs; ++s) {
+      lengths.push_back(static_cast<std::int32_t>(s % 11));
+      advanced.push_back(std::min(lengths.back() + by, limit));
+    }
     const auto d_logits = upload(logits);
     const auto d_out = upload(std::vector<std::int32_t>(seqs, -1));
     const auto d_lengths = upload(lengths);
@@ -102,7 +112,7 @@ TEST_F(llm_argmax, matches_first_largest_and_advances_lengths) {
               nullptr, k::advance_lengths{d_lengths.as<std::int32_t>(), by, limit});
     ITERA_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(download<std::int32_t>(d_out), want);
-    EXPECT_EQ(download<std::int32_t>(d_lengths), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
+    EXPECT_EQ(download<std::int32_t>(d_lengths), advanced);
 
     // Without lengths: the choice alone, the lengths untouched.
     const auto d_out2 = upload(std::vector<std::int32_t>(seqs, -1));
@@ -110,7 +120,7 @@ TEST_F(llm_argmax, matches_first_largest_and_advances_lengths) {
               nullptr);
     ITERA_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(download<std::int32_t>(d_out2), want);
-    EXPECT_EQ(download<std::int32_t>(d_lengths), (std::vector<std::int32_t>{6, 10, 10, 1, 4}));
+    EXPECT_EQ(download<std::int32_t>(d_lengths), advanced);
   }
 }
 
