@@ -82,7 +82,7 @@ __global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values
   for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) out[j] = __bfloat162float(in[j]);
 }
 
-constexpr int rms_threads = 512;
+constexpr int rms_threads = 512;  // the most a row takes
 constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers between the two passes
 
 // One block per row. Vector path (hidden % 4 == 0, 16-byte aligned rows): each thread loads its
@@ -1439,7 +1439,12 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
   const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
   const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
-  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads, 0, stream, x, in_stride, in_offset, weight, out,
+  // 512 threads a row while the rows fit the SMs at four blocks each; past that 256, eight rows an
+  // SM at a time: H200, llama-3.1-8b, a 2048-token prefill's norms 0.69 -> 0.45 ms a pass (two
+  // waves, not four), where at 64 rows 256 threads took 106 us a step against 88
+  // (docs/perf/2026-11-30-stream-gemm.md).
+  const unsigned threads = rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
+  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), threads, 0, stream, x, in_stride, in_offset, weight, out,
          hidden, eps, vec);
   ITERA_CUDA_CHECK_LAUNCH();
 }
