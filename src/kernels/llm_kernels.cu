@@ -1440,8 +1440,8 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
   // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
   const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
   // 512 threads a row while the rows fit the SMs at four blocks each; past that 256, eight rows an
-  // SM at a time: H200, llama-3.1-8b, a 2048-token prefill's norms 0.69 -> 0.45 ms a pass (two
-  // waves, not four), where at 64 rows 256 threads took 106 us a step against 88
+  // SM at a time. H200, llama-3.1-8b: each of a 2048-token prefill's two norm stages 0.69 -> 0.45
+  // ms a pass (two waves, not four); at 64 rows 256 threads took 106 us a step against 88
   // (docs/perf/2026-11-30-stream-gemm.md).
   const unsigned threads = rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
   launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), threads, 0, stream, x, in_stride, in_offset, weight, out,

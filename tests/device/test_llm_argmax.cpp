@@ -1,11 +1,10 @@
 // The greedy choice on the GPU (k::argmax, llm_kernels.cu) against the first index of the largest
 // value computed here: rows split over a cluster of blocks (sm_90 and later; vocab 128256 as
-// llama-3's, 16-byte loads, and an odd vocab, scalar loads; 5 rows a cluster of 8, 20-70 rows
-// smaller ones), and one block (a small vocab); the
-// largest value tied in two blocks' slices (the smaller index wins, whichever block merges
-// first), in one slice, and a row of -inf; rows read with a stride and an offset as the engine
-// reads each sequence's last row; and the lengths it advances in the same launch, at and below
-// their limit.
+// llama-3's, 16-byte loads, and an odd vocab, scalar loads; 5 rows on clusters of 8, 20-70 rows on
+// smaller ones), and one block (a small vocab); the largest value tied in two blocks' slices (the
+// smaller index wins, whichever block merges first), in one slice, and a row of -inf; rows read
+// with a stride and an offset as the engine reads each sequence's last row; and the lengths it
+// advances in the same launch, at and below their limit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
