@@ -21,8 +21,18 @@ template <class A>
 __device__ __forceinline__ A rms_apply(float weight, float value, float scale) {
   return from_float<A>(weight * (value * scale));
 }
-// SwiGLU before its rounding to A: silu(g) * u.
+// SwiGLU before its rounding to A: silu(g) * u. The batch-1 decode step (llm_decode_step.cu)
+// forms it with expf and an IEEE division; the elementwise and fused-product kernels
+// (llm_kernels.cu) with silu_times_fast.
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+// The same on the fast exponential and division (ex2.approx, rcp.approx: a few ulp of fp32, below
+// the rounding to A that follows; as g -> -inf the divisor becomes inf and the quotient 0, silu's
+// limit). With silu_times (~30 instructions a value) the 2048-token prefill's SwiGLU pass was
+// bound by its arithmetic, 1.62 ms a pass on the H200; with this one (and no 64-bit division) by
+// its bytes, 1.29 ms. Inside the decode step it made the step slower (fp8 2.502 -> 2.515 ms, bf16
+// 3.930 -> 3.937; the step forms 14336 values a layer, so presumably the code's layout, not the
+// arithmetic): docs/perf/2026-12-01-prefill-balance.md.
+__device__ __forceinline__ float silu_times_fast(float g, float u) { return __fdividef(g, 1.0f + __expf(-g)) * u; }
 
 // A value as the cache of element C stores it: bf16 or fp16 rounded to nearest even, or the e4m3
 // code (nearest even, saturating at +-448: a finite value never becomes NaN).

@@ -267,28 +267,29 @@ __global__ void swiglu_kernel(const A* gate_up, A* act, std::int64_t rows, std::
     const std::int64_t t = idx / inter, i = idx % inter;
     const float g = to_float(gate_up[t * 2 * inter + i]);
     const float u = to_float(gate_up[t * 2 * inter + inter + i]);
-    act[idx] = from_float<A>(silu_times(g, u));
+    act[idx] = from_float<A>(silu_times_fast(g, u));
   }
 }
 
 // The same, 8 values per thread with 16-byte loads and stores (intermediate % 8 == 0, 16-byte
-// aligned buffers): the same expression and rounding per value.
+// aligned buffers): the same expression and rounding per value. Grid (word blocks, rows): a
+// thread's row and word come from its block's place, with no division (a 64-bit one per 8 values
+// had been a fifth of the kernel's instructions); rows past gridDim.y are walked in its steps.
 template <class A>
 __global__ void swiglu8_kernel(const uint4* gate_up, uint4* act, std::int64_t rows, std::int64_t words) {
   grid_dependents_launch();
   grid_dependency_wait();
-  const std::int64_t total = rows * words;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-    const std::int64_t t = idx / words, c = idx % words;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= words) return;
+  for (std::int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
     float g[8], u[8];
     unpack8<A>(__ldg(gate_up + t * 2 * words + c), g);
     unpack8<A>(__ldg(gate_up + t * 2 * words + words + c), u);
     unsigned packed[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      packed[j] = pack2<A>(silu_times(g[2 * j], u[2 * j]), silu_times(g[2 * j + 1], u[2 * j + 1]));
-    act[idx] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      packed[j] = pack2<A>(silu_times_fast(g[2 * j], u[2 * j]), silu_times_fast(g[2 * j + 1], u[2 * j + 1]));
+    act[t * words + c] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
 
@@ -315,6 +316,7 @@ __device__ __forceinline__ void store4(C* p, const float* f) {
   }
 }
 
+constexpr int rope_max_half = 128;  // the vector kernel's head_dim / 2 at most (its table of angles)
 template <class A, class C, bool keep_rows>
 __global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* inv_freq,
                                            const std::int32_t* start, attention_shape s, C* k_cache,
@@ -328,12 +330,24 @@ __global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* i
   const std::int64_t q_dim = s.heads * hd, kv_dim = s.kv_heads * hd, width = q_dim + 2 * kv_dim;
   A* row = qkv + t * width;
   const bool in_cache = pos < s.max_context;
-  const std::int64_t quads = (s.heads + s.kv_heads) * quarter, items = quads + kv_dim / 8;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.x;
-  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; idx < items;
-       idx += stride) {
+  // The row's cosines and sines, once a block (every head rotates by the same angles): the same
+  // angle and sincosf as each rotation computed before, so the same bits.
+  __shared__ float2 rot[rope_max_half];
+  for (std::int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    float sn = 0, c = 0;
+    sincosf(static_cast<float>(pos) * inv_freq[i], &sn, &c);
+    rot[i] = make_float2(c, sn);
+  }
+  __syncthreads();
+  // A row's items and columns in 32 bits (its width is under 2^31: launch_bias_rope_store): the
+  // 64-bit divisions an item took had made the kernel bound by its instructions' issue (Nsight
+  // Compute on the 2048-token prefill: issue slots 60% busy, DRAM 32%).
+  const int quarter32 = static_cast<int>(quarter), hd32 = static_cast<int>(hd);
+  const int quads = static_cast<int>((s.heads + s.kv_heads) * quarter), items = quads + static_cast<int>(kv_dim / 8);
+  for (int idx = static_cast<int>(blockIdx.y * blockDim.x + threadIdx.x); idx < items;
+       idx += static_cast<int>(gridDim.y * blockDim.x)) {
     if (idx < quads) {  // four rotated pairs of a q or k head
-      const std::int64_t head = idx / quarter, i = (idx % quarter) * 4;
+      const int head = idx / quarter32, i = (idx - head * quarter32) * 4;
       const bool is_q = head < s.heads;
       if (!is_q && !in_cache) continue;
       const std::int64_t col = is_q ? head * hd : q_dim + (head - s.heads) * hd;
@@ -350,16 +364,12 @@ __global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* i
           x2[j] += b2[j];
         }
       }
-      const float4 freq = *reinterpret_cast<const float4*>(inv_freq + i);
-      const float fr[4] = {freq.x, freq.y, freq.z, freq.w};
       float y1[4], y2[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float angle = static_cast<float>(pos) * fr[j];
-        float sn = 0, c = 0;
-        sincosf(angle, &sn, &c);
-        y1[j] = x1[j] * c - x2[j] * sn;
-        y2[j] = x2[j] * c + x1[j] * sn;
+        const float2 cs = rot[i + j];
+        y1[j] = x1[j] * cs.x - x2[j] * cs.y;
+        y2[j] = x2[j] * cs.x + x1[j] * cs.y;
       }
       if constexpr (std::is_same_v<C, A> && !keep_rows) {
         // A decode into a 16-bit cache: one store through a pointer chosen between the row and the
@@ -379,7 +389,7 @@ __global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* i
         }
       }
     } else if (in_cache) {  // eight values copied into the cache
-      const std::int64_t v_idx = (idx - quads) * 8, kvh = v_idx / hd, d = v_idx % hd;
+      const int v_idx = (idx - quads) * 8, kvh = v_idx / hd32, d = v_idx - kvh * hd32;
       float v[8];
       load4(row + q_dim + kv_dim + v_idx, v);
       load4(row + q_dim + kv_dim + v_idx + 4, v + 4);
@@ -859,7 +869,7 @@ struct x_swiglu {
       unpack8<A>(__ldg(g4 + words), u);
 #pragma unroll
       for (int j = 0; j < 8; j += 2) {
-        const float2 a = to_float2(pair_from_float<A>(silu_times(g[j], u[j]), silu_times(g[j + 1], u[j + 1])));
+        const float2 a = to_float2(pair_from_float<A>(silu_times_fast(g[j], u[j]), silu_times_fast(g[j + 1], u[j + 1])));
         f[8 * h + j] = a.x;
         f[8 * h + j + 1] = a.y;
       }
@@ -1461,8 +1471,9 @@ void launch_bias_rope_store(A* qkv, const A* bias, const float* inv_freq, const 
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   C* kc = static_cast<C*>(k_cache);
   C* vc = static_cast<C*>(v_cache);
-  if (rows >= 8 && s.head_dim % 8 == 0 && aligned(qkv) && aligned(k_cache) && aligned(v_cache) && aligned(inv_freq) &&
-      (!bias || aligned(bias))) {
+  const bool narrow_row = (s.heads + 2 * s.kv_heads) * s.head_dim < (std::int64_t{1} << 31);  // 32-bit columns
+  if (rows >= 8 && s.head_dim % 8 == 0 && s.head_dim <= 2 * rope_max_half && narrow_row && aligned(qkv) &&
+      aligned(k_cache) && aligned(v_cache) && aligned(inv_freq) && (!bias || aligned(bias))) {
     const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 8) + s.kv_heads * s.head_dim / 8;
     const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
     launch(bias_rope_store_vec_kernel<A, C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s,
@@ -1555,8 +1566,9 @@ void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermedia
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if (intermediate % 8 == 0 && aligned(gate_up) && aligned(act)) {
     const std::int64_t words = intermediate / 8;
-    launch(swiglu8_kernel<A>, blocks_for(static_cast<std::uint64_t>(rows * words)), block_threads, 0, stream,
-           reinterpret_cast<const uint4*>(gate_up), reinterpret_cast<uint4*>(act), rows, words);
+    const dim3 grid(blocks_for(static_cast<std::uint64_t>(words)), static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
+    launch(swiglu8_kernel<A>, grid, block_threads, 0, stream, reinterpret_cast<const uint4*>(gate_up),
+           reinterpret_cast<uint4*>(act), rows, words);
   } else {
     const auto total = static_cast<std::uint64_t>(rows * intermediate);
     launch(swiglu_kernel<A>, blocks_for(total), block_threads, 0, stream, gate_up, act, rows, intermediate);
