@@ -424,6 +424,29 @@ __device__ __forceinline__ void widen_fp8_rows(const unsigned char* src, unsigne
   }
 }
 
+// A tile of `count` cache rows (HD 16-bit elements each, contiguous: the cache's row stride is HD)
+// into a swizzled tile (mma.cuh: swizzle), rows at or past `valid` zero-filled: load_tile with the
+// row count and stride known at compile time, so that a thread's chunk and its rows' addresses are
+// worked out once and each copy adds a constant (load_tile's per-chunk division, 64-bit multiply
+// and swizzle were half of this kernel's instructions: at batch 64 on the H200 the kernel issued on
+// 44% of the cycles, now 22%, and the attention took 1368-1372 us a llama-3.1-8b step, now 1322:
+// docs/perf/2026-12-01-prefill-balance.md).
+template <int HD, int threads, int count, class E>
+__device__ __forceinline__ void load_cache_tile(unsigned char* dst, const E* src, int valid) {
+  static_assert(sizeof(E) == 2, "rows of 16-bit elements");
+  constexpr int chunks = HD / 8, rows_per_pass = threads / chunks;
+  static_assert(threads % chunks == 0 && count % rows_per_pass == 0, "whole rows a pass");
+  const int c = static_cast<int>(threadIdx.x) % chunks, r0 = static_cast<int>(threadIdx.x) / chunks;
+  const unsigned base = smem_addr(dst);
+  const E* from = src + r0 * HD + c * 8;
+#pragma unroll
+  for (int pass = 0; pass < count / rows_per_pass; ++pass) {
+    const int r = r0 + pass * rows_per_pass;
+    const bool ok = r < valid;
+    cp_async16(base + swizzle<HD>(r, c), ok ? from + pass * rows_per_pass * HD : src, ok ? 16 : 0);
+  }
+}
+
 template <class A, int HD, class C>
 __global__ void __launch_bounds__(wide_warps * 32)
     decode_attention_wide_kernel(const A* __restrict__ qkv, const void* __restrict__ k_cache,
@@ -455,8 +478,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
         load_fp8_rows<HD, threads>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, wide_tile, valid);
         load_fp8_rows<HD, threads>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, wide_tile, valid);
       } else {
-        load_tile<HD, threads>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
-        load_tile<HD, threads>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, HD, wide_tile, valid);
+        load_cache_tile<HD, threads, wide_tile>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, valid);
+        load_cache_tile<HD, threads, wide_tile>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, valid);
       }
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait counts uniform
