@@ -4,15 +4,15 @@
 //
 // One block takes a tile of 64 consecutive query rows of one sequence and one query head and walks
 // the keys from position 0 to the tile's last query position, so the work follows the causal
-// triangle. The heaviest tiles are launched first over all heads (the grid's x is the head). With
-// the head in y, each head's tiles heaviest first, the last heads started their longest tiles when
-// most of the grid was done and the pass ended on them: a list schedule of the 2048-token prefill
-// (1024 blocks, two an SM) puts its end 30% past the mean load, heaviest first over the grid 2%;
-// on the H200 the attention went from 4.34-4.45 to 3.63-3.71 ms a pass
-// (docs/perf/2026-12-01-prefill-balance.md). Q, K and V all come from the pass's fused qkv rows
-// (row stride q_dim + 2 kv_dim; bias_rope_store left the rotated k there): the sequence was empty
-// before the pass, so whatever the cache stores (16-bit or fp8), the prefill attends in the compute
-// type A (bf16 or fp16).
+// triangle. The heaviest tiles are launched first over all heads and sequences (the grid's x is the
+// (sequence, head) pair, its y the tile). With the head in y and the sequence in z, each head's
+// tiles heaviest first, the last heads started their longest tiles when most of the grid was done
+// and the pass ended on them: a list schedule of the 2048-token prefill (1024 blocks, two an SM)
+// puts its end 30% past the mean load, heaviest first over the grid 2%; on the H200 the attention
+// went from 4.34-4.45 to 3.63-3.71 ms a pass (docs/perf/2026-12-01-prefill-balance.md). Q, K and V
+// all come from the pass's fused qkv rows (row stride q_dim + 2 kv_dim; bias_rope_store left the
+// rotated k there): the sequence was empty before the pass, so whatever the cache stores (16-bit or
+// fp8), the prefill attends in the compute type A (bf16 or fp16).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -30,8 +30,8 @@ namespace {
 
 using flash::tile_q;
 
-// Grid (heads, query tiles, sequences); block (x, y) takes head x's tile (tiles - 1 - y): the
-// blocks launched first hold every head's heaviest tiles.
+// Grid (sequences x heads, query tiles); block (x, y) takes tile (tiles - 1 - y) of head x % heads
+// of sequence x / heads: the blocks launched first hold every head's heaviest tiles.
 template <class A, int D>
 struct causal_prefill_policy {
   using element = A;
@@ -41,8 +41,8 @@ struct causal_prefill_policy {
   A* out;
 
   __device__ flash::block_work<A> work() const {
-    const std::int64_t seq = blockIdx.z;
-    const int head = static_cast<int>(blockIdx.x);
+    const std::int64_t seq = blockIdx.x / sh.heads;
+    const int head = static_cast<int>(blockIdx.x % sh.heads);
     const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * tile_q;
     const int rows = static_cast<int>(min(static_cast<std::int64_t>(tile_q), sh.rows_per_seq - q0));
     const std::int64_t qkv_width = (sh.heads + 2 * sh.kv_heads) * D;
@@ -61,25 +61,25 @@ struct causal_prefill_policy {
   // left the rotated k and the biased v there), of A whatever the cache stores: a prefill starts
   // from an empty sequence (start 0, as the engine's prefill does), so key j is the sequence's row j.
   __device__ flash::kv_rows<A> kv() const {
-    const int kv_head = static_cast<int>(blockIdx.x) / static_cast<int>(sh.heads / sh.kv_heads);
+    const std::int64_t seq = blockIdx.x / sh.heads;
+    const int kv_head = static_cast<int>(blockIdx.x % sh.heads) / static_cast<int>(sh.heads / sh.kv_heads);
     const std::int64_t qkv_width = (sh.heads + 2 * sh.kv_heads) * D;
-    const A* k = qkv + static_cast<std::int64_t>(blockIdx.z) * sh.rows_per_seq * qkv_width + (sh.heads + kv_head) * D;
+    const A* k = qkv + seq * sh.rows_per_seq * qkv_width + (sh.heads + kv_head) * D;
     return {k, k + sh.kv_heads * D, qkv_width};
   }
 
   __device__ flash::block_output<A> output() const {
     const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * tile_q;
-    const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.z) * sh.rows_per_seq + q0;
+    const std::int64_t row0 = blockIdx.x / sh.heads * sh.rows_per_seq + q0;
     const std::int64_t q_dim = sh.heads * D;
-    return {out + row0 * q_dim + static_cast<std::int64_t>(blockIdx.x) * D, q_dim};
+    return {out + row0 * q_dim + static_cast<std::int64_t>(blockIdx.x % sh.heads) * D, q_dim};
   }
 };
 
 template <class A, int D>
 bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
   const std::int64_t seqs = rows / s.rows_per_seq;
-  const dim3 grid(static_cast<unsigned>(s.heads), static_cast<unsigned>((s.rows_per_seq + tile_q - 1) / tile_q),
-                  static_cast<unsigned>(seqs));
+  const dim3 grid(static_cast<unsigned>(seqs * s.heads), static_cast<unsigned>((s.rows_per_seq + tile_q - 1) / tile_q));
   const causal_prefill_policy<A, D> policy{qkv, s, out};
   flash::launch_attention<D>(policy, grid, scale, stream);
   return true;
@@ -96,7 +96,7 @@ bool prefill_attention_supported(const attention_shape& s) {
 template <class A>
 bool prefill_attention(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out,
                        cudaStream_t stream) {
-  if (s.rows_per_seq < 2 || rows % s.rows_per_seq != 0 || rows / s.rows_per_seq > 65535 ||
+  if (s.rows_per_seq < 2 || rows % s.rows_per_seq != 0 || rows / s.rows_per_seq * s.heads >= (std::int64_t{1} << 31) ||
       (s.rows_per_seq + tile_q - 1) / tile_q > 65535)
     return false;
   if (!prefill_attention_supported(s)) return false;
