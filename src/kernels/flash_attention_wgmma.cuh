@@ -24,14 +24,17 @@
 // Every warp of the warpgroup computes every key tile of the block (wgmma is warpgroup-wide): on a
 // causal diagonal tile the warps whose rows end before the tile's keys compute masked scores.
 //
-// Short tails (non-causal policies only; the causal prefill's code is as it was): a length just
-// past a multiple of 64, like the vision encoder's 257 tokens (256 patches and a class token),
-// would spend a whole key tile on each block for a few keys and a whole block on a few query
-// rows. Instead the last few keys (up to tail_keys_max) are copied with the last full tile and
-// folded into each row's softmax on CUDA cores once the tiles are done (fold_tail_keys), and the
-// last few query rows (up to tail_rows_max) are taken by the block before them, which after its
-// own rows computes theirs on CUDA cores against every key, read from L2 (attend_tail_rows). A
-// launch sizes its grid for that (query_tiles) and launches the kernel it sized it for.
+// Short tails (non-causal policies only): a length just past a multiple of 64, like the vision
+// encoder's 257 tokens (256 patches and a class token), would spend a whole key tile on each block
+// for a few keys and a whole block on a few query rows. Instead the last few keys (up to
+// tail_keys_max) are copied with the last full tile and folded into each row's softmax on CUDA
+// cores once the tiles are done (fold_tail_keys), and the last few query rows (up to
+// tail_rows_max) are taken by the block before them, which after its own rows computes theirs on
+// CUDA cores against every key, read from L2 (attend_tail_rows). A launch sizes its grid for that
+// (query_tiles) and launches the kernel it sized it for.
+//
+// Causal policies (the llm prefill) run causal_attention_kernel instead: the same steps with one K
+// buffer and two V buffers, so that three blocks fit an SM (its comment says why and how).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -507,11 +510,149 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
 #endif
 }
 
+// The causal kernel (the llm prefill; launch takes it for a causal policy), three blocks an SM. The
+// kernel above holds Q and three buffers each of K and V: 112 KiB at head_dim 128, two blocks an SM,
+// and at that occupancy the 2048-token llama-3.1-8b prefill issued on 36% of the cycles with the
+// tensor pipe at 40% and no eligible warp 63% of the time (Nsight Compute). Here Q, one K buffer and
+// two V buffers (64 KiB at 128): step j (P of tile j in registers) needs K(j + 1) and V(j); V(j + 1)
+// loads into the other V buffer from the step's start (V(j - 1), its last reader, is done), and
+// K(j + 2) into the K buffer as soon as S(j + 1) is (mid-step, so that it has the softmax of tile
+// j + 1 and P V of tile j to land). The products, softmax and order are the kernel above's: the same
+// bits (the prefill test's logits equal the mma.sync kernel's at every position). On the H200 the
+// 2048-token prefill's attention took 3.70-3.71 ms a pass on the kernel above, 3.24-3.26 here
+// (docs/perf/2026-12-01-prefill-balance.md). The cp.async groups: Q with K(0) and V(0), then V(1),
+// then K(1); per step one group at its start (V(j + 1), empty at step 0) and one mid-step (K(j + 2),
+// or empty), so that "all but the newest" is always K(j + 1) and V(j) landed.
+template <int D>
+struct causal_layout {
+  static constexpr std::size_t tile = static_cast<std::size_t>(tile_k) * D * 2;
+  static constexpr std::size_t q = 0;
+  static constexpr std::size_t k = q + static_cast<std::size_t>(tile_q) * D * 2;  // one K tile
+  static constexpr std::size_t v = k + tile;                                      // two V tiles
+  static constexpr std::size_t bytes = v + 2 * tile;  // D = 128: 64 KiB, three blocks per SM
+};
+
+template <int D, class Policy>
+__global__ void __launch_bounds__(threads, 3) causal_attention_kernel(const Policy policy, float scale_log2) {
+  static_assert(D == 64 || D == 128, "the wgmma attention takes head_dim 64 or 128");
+  static_assert(Policy::causal, "the causal kernel");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = causal_layout<D>;
+  using A = typename Policy::element;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  grid_dependents_launch();
+  grid_dependency_wait();
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4;
+  const block_work<A> w = policy.work();
+  const int rows = w.rows;
+  unsigned char* sq = smem + L::q;
+  unsigned char* kt = smem + L::k;
+  const auto v_buf = [&](std::int64_t j) { return smem + L::v + (j % 2) * L::tile; };
+  const kv_rows<A> kv = policy.kv();
+  const std::int64_t tiles = (w.keys + tile_k - 1) / tile_k;  // causal: keys >= 1
+  const auto load_keys = [&](unsigned char* dst, const A* from, std::int64_t j) {
+    const std::int64_t k0 = j * tile_k;
+    load_tile<D>(dst, from + k0 * kv.stride, kv.stride, tile_k, static_cast<int>(min(std::int64_t{tile_k}, w.keys - k0)));
+  };
+  load_tile<D>(sq, w.q, w.q_stride, tile_q, rows);
+  load_keys(kt, kv.k, 0);
+  load_keys(v_buf(0), kv.v, 0);
+  cp_async_commit();
+  if (tiles > 1) load_keys(v_buf(1), kv.v, 1);
+  cp_async_commit();
+
+  const int my_first = warp * warp_rows_per_warp;
+  const key_mask<true> allowed(w, my_first, g);
+  const int keys = allowed.keys;
+  warp_rows<D> st;
+  st.reset();
+  const unsigned q_addr = smem_addr(sq), k_addr = smem_addr(kt);
+  float s[tile_k / 8][4];
+  unsigned pa[tile_k / 16][4];
+  float a_lo = 0.0f, a_hi = 0.0f;
+  bool moved = false;
+  const auto softmax = [&](std::int64_t t) {
+    const int k0 = static_cast<int>(t) * tile_k;
+    if (allowed.tile_needs_mask(k0)) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+    else moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+  };
+  const auto pack = [&] {
+#pragma unroll
+    for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment<A>(s, kk, pa[kk]);
+  };
+  const auto rescale_o = [&] {
+    if (moved) scale_rows(st.o, a_lo, a_hi);
+  };
+  const auto add_pv = [&](std::int64_t j) {
+    const int groups = (min(tile_k, keys - static_cast<int>(j) * tile_k) + 15) / 16;
+    wgmma::fence_operands(st.o);
+    wgmma::fence();
+    accumulate<A, D>(st.o, pa, smem_addr(v_buf(j)), groups);
+    wgmma::commit();
+  };
+  // K(j + 2) into the K buffer once S(j + 1) is done in every warp (the buffer's last reader).
+  const auto next_keys = [&](std::int64_t j) {
+    __syncthreads();
+    if (j + 2 < tiles) load_keys(kt, kv.k, j + 2);
+    cp_async_commit();
+  };
+
+  // S(0) from Q and K(0); then K(1) may take the K buffer.
+  cp_async_wait<1>();
+  wgmma::fence_proxy_async();
+  __syncthreads();
+  wgmma::fence();
+  scores<A, D>(s, q_addr, k_addr);
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(s);
+  next_keys(-1);
+  softmax(0);
+  pack();
+  for (std::int64_t j = 0; j + 1 < tiles; ++j) {
+    __syncthreads();  // every warp is past step j - 1: V(j - 1)'s buffer is free
+    if (j > 0) load_keys(v_buf(j + 1), kv.v, j + 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // K(j + 1) and V(j), each thread's own
+    wgmma::fence_proxy_async();
+    __syncthreads();  // ... and every thread's, visible to wgmma
+    overlapped_step<A, D>(
+        s, st.o, q_addr, k_addr, j, add_pv,
+        [&](std::int64_t t) {
+          next_keys(j);
+          softmax(t);
+        },
+        rescale_o, pack);
+  }
+  cp_async_wait<0>();  // V(tiles - 1) (the groups after it are empty)
+  wgmma::fence_proxy_async();
+  __syncthreads();
+  add_pv(tiles - 1);
+  wgmma::wait<0>();
+  wgmma::fence_operands(st.o);
+  if (my_first >= rows) return;
+  const block_output<A> dst = policy.output();
+  store_rows<D, D>(st, dst.out, dst.stride, my_first, rows, lane);
+#else
+  (void)policy;
+  (void)scale_log2;
+  __trap();  // launched only where wgmma_available(): never here
+#endif
+}
+
 template <int D, class Policy>
 void launch(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
+  const float scale_log2 = scale * 1.4426950408889634f;
+  if constexpr (Policy::causal) {
+    constexpr std::size_t bytes = causal_layout<D>::bytes;
+    allow_dynamic_shared(reinterpret_cast<const void*>(causal_attention_kernel<D, Policy>), bytes);
+    itera::kernels::launch(causal_attention_kernel<D, Policy>, grid, threads, bytes, stream, policy, scale_log2);
+    return;
+  }
   constexpr std::size_t bytes = layout<D>::bytes;
   allow_dynamic_shared(reinterpret_cast<const void*>(attention_kernel<D, Policy>), bytes);
-  const float scale_log2 = scale * 1.4426950408889634f;
   itera::kernels::launch(attention_kernel<D, Policy>, grid, threads, bytes, stream, policy, scale_log2);
 }
 
