@@ -365,6 +365,44 @@ __device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std
   }
 }
 
+// What both kernels below do with a key tile, in the order overlapped_step calls it: the softmax of
+// tile t (P as fp32 in s, O's rescale factor into a_lo, a_hi), O rescaled by it once nothing is in
+// flight (ptxas serialises the products when registers of one may be written between the issue of
+// another and the wait), P packed into the A fragments pa once the P V before it is done (that one
+// reads pa while it runs), and P V of tile j issued.
+template <class A, int D, bool Causal>
+struct tile_pass {
+  warp_rows<D>& st;
+  const key_mask<Causal>& allowed;
+  float scale_log2;
+  int lane;
+  float s[tile_k / 8][4];
+  unsigned pa[tile_k / 16][4];
+  float a_lo = 0.0f, a_hi = 0.0f;
+  bool moved = false;  // O needs the rescale by a_lo, a_hi (warp-uniform)
+
+  __device__ __forceinline__ void softmax(std::int64_t t) {
+    const int k0 = static_cast<int>(t) * tile_k;
+    if (allowed.tile_needs_mask(k0)) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+    else moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+  }
+  __device__ __forceinline__ void pack() {
+#pragma unroll
+    for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment<A>(s, kk, pa[kk]);
+  }
+  __device__ __forceinline__ void rescale() {
+    if (moved) scale_rows(st.o, a_lo, a_hi);
+  }
+  // P V of tile j, its V tile at v (a shared-memory address).
+  __device__ __forceinline__ void add_pv(std::int64_t j, unsigned v) {
+    const int groups = (min(tile_k, allowed.keys - static_cast<int>(j) * tile_k) + 15) / 16;
+    wgmma::fence_operands(st.o);
+    wgmma::fence();
+    accumulate<A, D>(st.o, pa, v, groups);
+    wgmma::commit();
+  }
+};
+
 template <int D, class Policy>
 __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(const Policy policy, float scale_log2) {
   static_assert(D == 64 || D == 128, "the wgmma attention takes head_dim 64 or 128");
@@ -414,6 +452,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
 
   warp_rows<D> st;
   st.reset();
+  tile_pass<A, D, Policy::causal> tp{st, allowed, scale_log2, lane};
   const unsigned q_addr = smem_addr(sq);
   const std::int64_t tiles = (w.keys - tail + tile_k - 1) / tile_k;
   if (tiles == 0) {  // no policy asks for zero keys; nothing to read, so nothing is written
@@ -430,46 +469,23 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   cp_async_wait<1>();
   wgmma::fence_proxy_async();
   __syncthreads();
-  // The softmax of tile t: P (fp32) in s, O's rescale factor into a_lo, a_hi. P becomes the A
-  // fragments (pa) only once the P V before it is done: that one reads pa while it runs.
-  float s[tile_k / 8][4];
-  unsigned pa[tile_k / 16][4];
-  float a_lo = 0.0f, a_hi = 0.0f;
-  bool moved = false;  // O needs the rescale by a_lo, a_hi (warp-uniform)
-  const auto softmax = [&](std::int64_t t) {
-    const int k0 = static_cast<int>(t) * tile_k;
-    if (allowed.tile_needs_mask(k0)) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
-    else moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
-  };
-  const auto pack = [&] {
-#pragma unroll
-    for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment<A>(s, kk, pa[kk]);
-  };
   wgmma::fence();
-  scores<A, D>(s, q_addr, smem_addr(k_buf(0)));
+  scores<A, D>(tp.s, q_addr, smem_addr(k_buf(0)));
   wgmma::commit();
   wgmma::wait<0>();
-  wgmma::fence_operands(s);
-  softmax(0);
-  pack();
+  wgmma::fence_operands(tp.s);
+  tp.softmax(0);
+  tp.pack();
 
   // Step j, P of tile j in pa: S of tile j + 1 and then P V of tile j go to the tensor cores; the
   // softmax of tile j + 1 runs on the others while P V does (the order of FlashAttention-3). The
   // last tile's P V is peeled off, so that every step issues both (ptxas serialises the products
-  // when the groups in flight differ between paths).
-  // O rescaled by the factor of the tile whose P V comes next, once nothing is in flight: ptxas
-  // serialises the products when registers of one may be written between the issue of another
-  // and the wait.
-  const auto rescale_o = [&] {
-    if (moved) scale_rows(st.o, a_lo, a_hi);
-  };
-  const auto add_pv = [&](std::int64_t j) {
-    const int groups = (min(tile_k, keys - static_cast<int>(j) * tile_k) + 15) / 16;
-    wgmma::fence_operands(st.o);
-    wgmma::fence();
-    accumulate<A, D>(st.o, pa, smem_addr(v_buf(buffer(j))), groups);
-    wgmma::commit();
-  };
+  // when the groups in flight differ between paths). O is rescaled by the factor of the tile whose
+  // P V comes next.
+  const auto softmax = [&](std::int64_t t) { tp.softmax(t); };
+  const auto pack = [&] { tp.pack(); };
+  const auto rescale_o = [&] { tp.rescale(); };
+  const auto add_pv = [&](std::int64_t j) { tp.add_pv(j, smem_addr(v_buf(buffer(j)))); };
   for (std::int64_t j = 0; j + 1 < tiles; ++j) {
     cp_async_wait<0>();  // tile j + 1, issued a step ago
     wgmma::fence_proxy_async();
@@ -480,7 +496,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
     }
     cp_async_commit();
     // O's rescale is for P V of tile j + 1 (tile 0's needs none: O is 0).
-    overlapped_step<A, D>(s, st.o, q_addr, smem_addr(k_buf(buffer(j + 1))), j, add_pv, softmax, rescale_o, pack);
+    overlapped_step<A, D>(tp.s, st.o, q_addr, smem_addr(k_buf(buffer(j + 1))), j, add_pv, softmax, rescale_o, pack);
   }
   add_pv(tiles - 1);
   wgmma::wait<0>();
@@ -565,33 +581,13 @@ __global__ void __launch_bounds__(threads, 3) causal_attention_kernel(const Poli
 
   const int my_first = warp * warp_rows_per_warp;
   const key_mask<true> allowed(w, my_first, g);
-  const int keys = allowed.keys;
   warp_rows<D> st;
   st.reset();
+  tile_pass<A, D, true> tp{st, allowed, scale_log2, lane};
   const unsigned q_addr = smem_addr(sq), k_addr = smem_addr(kt);
-  float s[tile_k / 8][4];
-  unsigned pa[tile_k / 16][4];
-  float a_lo = 0.0f, a_hi = 0.0f;
-  bool moved = false;
-  const auto softmax = [&](std::int64_t t) {
-    const int k0 = static_cast<int>(t) * tile_k;
-    if (allowed.tile_needs_mask(k0)) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
-    else moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
-  };
-  const auto pack = [&] {
-#pragma unroll
-    for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment<A>(s, kk, pa[kk]);
-  };
-  const auto rescale_o = [&] {
-    if (moved) scale_rows(st.o, a_lo, a_hi);
-  };
-  const auto add_pv = [&](std::int64_t j) {
-    const int groups = (min(tile_k, keys - static_cast<int>(j) * tile_k) + 15) / 16;
-    wgmma::fence_operands(st.o);
-    wgmma::fence();
-    accumulate<A, D>(st.o, pa, smem_addr(v_buf(j)), groups);
-    wgmma::commit();
-  };
+  const auto pack = [&] { tp.pack(); };
+  const auto rescale_o = [&] { tp.rescale(); };
+  const auto add_pv = [&](std::int64_t j) { tp.add_pv(j, smem_addr(v_buf(j))); };
   // K(j + 2) into the K buffer once S(j + 1) is done in every warp (the buffer's last reader).
   const auto next_keys = [&](std::int64_t j) {
     __syncthreads();
@@ -604,13 +600,13 @@ __global__ void __launch_bounds__(threads, 3) causal_attention_kernel(const Poli
   wgmma::fence_proxy_async();
   __syncthreads();
   wgmma::fence();
-  scores<A, D>(s, q_addr, k_addr);
+  scores<A, D>(tp.s, q_addr, k_addr);
   wgmma::commit();
   wgmma::wait<0>();
-  wgmma::fence_operands(s);
+  wgmma::fence_operands(tp.s);
   next_keys(-1);
-  softmax(0);
-  pack();
+  tp.softmax(0);
+  tp.pack();
   for (std::int64_t j = 0; j + 1 < tiles; ++j) {
     __syncthreads();  // every warp is past step j - 1: V(j - 1)'s buffer is free
     if (j > 0) load_keys(v_buf(j + 1), kv.v, j + 1);
@@ -619,10 +615,10 @@ __global__ void __launch_bounds__(threads, 3) causal_attention_kernel(const Poli
     wgmma::fence_proxy_async();
     __syncthreads();  // ... and every thread's, visible to wgmma
     overlapped_step<A, D>(
-        s, st.o, q_addr, k_addr, j, add_pv,
+        tp.s, st.o, q_addr, k_addr, j, add_pv,
         [&](std::int64_t t) {
           next_keys(j);
-          softmax(t);
+          tp.softmax(t);
         },
         rescale_o, pack);
   }
@@ -649,11 +645,11 @@ void launch(const Policy& policy, dim3 grid, float scale, cudaStream_t stream) {
     constexpr std::size_t bytes = causal_layout<D>::bytes;
     allow_dynamic_shared(reinterpret_cast<const void*>(causal_attention_kernel<D, Policy>), bytes);
     itera::kernels::launch(causal_attention_kernel<D, Policy>, grid, threads, bytes, stream, policy, scale_log2);
-    return;
+  } else {
+    constexpr std::size_t bytes = layout<D>::bytes;
+    allow_dynamic_shared(reinterpret_cast<const void*>(attention_kernel<D, Policy>), bytes);
+    itera::kernels::launch(attention_kernel<D, Policy>, grid, threads, bytes, stream, policy, scale_log2);
   }
-  constexpr std::size_t bytes = layout<D>::bytes;
-  allow_dynamic_shared(reinterpret_cast<const void*>(attention_kernel<D, Policy>), bytes);
-  itera::kernels::launch(attention_kernel<D, Policy>, grid, threads, bytes, stream, policy, scale_log2);
 }
 
 }  // namespace sm90
