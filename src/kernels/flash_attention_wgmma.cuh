@@ -570,7 +570,8 @@ __global__ void __launch_bounds__(threads, 3) causal_attention_kernel(const Poli
   const std::int64_t tiles = (w.keys + tile_k - 1) / tile_k;  // causal: keys >= 1
   const auto load_keys = [&](unsigned char* dst, const A* from, std::int64_t j) {
     const std::int64_t k0 = j * tile_k;
-    load_tile<D>(dst, from + k0 * kv.stride, kv.stride, tile_k, static_cast<int>(min(std::int64_t{tile_k}, w.keys - k0)));
+    const int valid = static_cast<int>(min(std::int64_t{tile_k}, w.keys - k0));
+    load_tile<D>(dst, from + k0 * kv.stride, kv.stride, tile_k, valid);
   };
   load_tile<D>(sq, w.q, w.q_stride, tile_q, rows);
   load_keys(kt, kv.k, 0);

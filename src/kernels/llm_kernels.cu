@@ -869,7 +869,8 @@ struct x_swiglu {
       unpack8<A>(__ldg(g4 + words), u);
 #pragma unroll
       for (int j = 0; j < 8; j += 2) {
-        const float2 a = to_float2(pair_from_float<A>(silu_times_fast(g[j], u[j]), silu_times_fast(g[j + 1], u[j + 1])));
+        const float2 a =
+            to_float2(pair_from_float<A>(silu_times_fast(g[j], u[j]), silu_times_fast(g[j + 1], u[j + 1])));
         f[8 * h + j] = a.x;
         f[8 * h + j + 1] = a.y;
       }
@@ -1566,7 +1567,8 @@ void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermedia
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if (intermediate % 8 == 0 && aligned(gate_up) && aligned(act)) {
     const std::int64_t words = intermediate / 8;
-    const dim3 grid(blocks_for(static_cast<std::uint64_t>(words)), static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
+    const dim3 grid(blocks_for(static_cast<std::uint64_t>(words)),
+                    static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
     launch(swiglu8_kernel<A>, grid, block_threads, 0, stream, reinterpret_cast<const uint4*>(gate_up),
            reinterpret_cast<uint4*>(act), rows, words);
   } else {
