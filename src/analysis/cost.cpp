@@ -113,9 +113,8 @@ std::string check_price_row(const ojson& row, const catalogue& cat, price_entry&
 }
 
 std::optional<std::string> axis(const case_record& r, const std::string& name) {
-  for (const auto& [k, v] : r.axes)
-    if (k == name) return v;
-  return std::nullopt;
+  const std::string* v = r.find_axis(name);
+  return v ? std::optional<std::string>(*v) : std::nullopt;
 }
 
 double axis_number(const case_record& r, const std::string& name) {

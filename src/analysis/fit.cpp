@@ -76,13 +76,11 @@ std::string catalogue_id_of(const result_set& set) {
 namespace {
 
 double axis_number(const case_record& r, const std::string& name, double fallback) {
-  for (const auto& [k, v] : r.axes)
-    if (k == name) {
-      char* end = nullptr;
-      const double d = std::strtod(v.c_str(), &end);
-      return end != v.c_str() && *end == '\0' ? d : fallback;
-    }
-  return fallback;
+  const std::string* v = r.find_axis(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  const double d = std::strtod(v->c_str(), &end);
+  return end != v->c_str() && *end == '\0' ? d : fallback;
 }
 
 // Axes that do not change the memory of an llm case, or are the fit's own variables.

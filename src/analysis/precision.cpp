@@ -8,12 +8,6 @@
 namespace itera {
 namespace {
 
-const std::string* axis_of(const case_record& r, const std::string& name) {
-  for (const auto& [n, v] : r.axes)
-    if (n == name) return &v;
-  return nullptr;
-}
-
 bool is_precision_axis(const std::string& name) {
   const auto& p = precision_axes();
   return std::find(p.begin(), p.end(), name) != p.end();
@@ -30,8 +24,8 @@ int bytes_of(const std::string* type) {
 
 // Wider first: more bytes a weight, then a cached value, then bf16 compute before the others.
 std::tuple<int, int, int> width_of(const case_record& r) {
-  const std::string* compute = axis_of(r, "compute");
-  return {bytes_of(axis_of(r, "weights")), bytes_of(axis_of(r, "kv")), compute && *compute == "bf16" ? 1 : 0};
+  const std::string* compute = r.find_axis("compute");
+  return {bytes_of(r.find_axis("weights")), bytes_of(r.find_axis("kv")), compute && *compute == "bf16" ? 1 : 0};
 }
 
 std::optional<double> metric_of(const case_record& r, const std::string& name) {
@@ -60,7 +54,7 @@ std::vector<precision_row> precision_speedups(const std::vector<const case_recor
     row.top1_agreement = metric_of(*r, "quality/top1_agreement");
     if (auto it = r->details.find("quality.reference"); it != r->details.end()) row.quality_against = it->second;
     for (const auto& name : precision_axes())
-      if (const std::string* v = axis_of(*r, name)) row.precision += (row.precision.empty() ? "" : " ") + name + "=" + *v;
+      if (const std::string* v = r->find_axis(name)) row.precision += (row.precision.empty() ? "" : " ") + name + "=" + *v;
     if (row.precision.empty()) continue;
     row.key = r->workload;
     for (const auto& [name, value] : r->axes)

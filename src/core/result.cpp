@@ -39,6 +39,12 @@ std::string case_record::axes_key() const {
   return key;
 }
 
+const std::string* case_record::find_axis(std::string_view name) const {
+  for (const auto& [n, v] : axes)
+    if (n == name) return &v;
+  return nullptr;
+}
+
 const metric* case_record::find_metric(const std::string& name) const {
   for (const auto& m : metrics)
     if (m.name == name) return &m;

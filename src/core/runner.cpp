@@ -25,8 +25,7 @@ case_state::case_state(backend& dev, const run_options& options, case_record& re
 
 namespace {
 const std::string& axis_value(const case_record& r, std::string_view axis) {
-  for (const auto& [name, value] : r.axes)
-    if (name == axis) return value;
+  if (const std::string* v = r.find_axis(axis)) return *v;
   throw std::logic_error(fmt::format("workload {} asked for axis '{}' it does not declare", r.workload, axis));
 }
 }  // namespace

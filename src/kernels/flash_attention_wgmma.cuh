@@ -407,6 +407,7 @@ template <int D, class Policy>
 __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(const Policy policy, float scale_log2) {
   static_assert(D == 64 || D == 128, "the wgmma attention takes head_dim 64 or 128");
   static_assert(threads == 128 && tile_q == 64 && tile_k == 64 && warp_rows_per_warp == 16, "one warpgroup, 64 rows");
+  static_assert(!Policy::causal, "causal policies run causal_attention_kernel");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = layout<D>;
   using A = typename Policy::element;
@@ -417,10 +418,10 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4;
   const block_work<A> w = policy.work();
-  // Non-causal: rows past the block's 64 are its tail rows (attend_tail_rows), and a short last
-  // tile of keys is folded in on CUDA cores (fold_tail_keys) instead of running as a tile.
-  const int rows = Policy::causal ? w.rows : min(w.rows, tile_q);
-  const int tail = Policy::causal ? 0 : short_tail(w.keys, tail_keys_max<D>);
+  // Rows past the block's 64 are its tail rows (attend_tail_rows), and a short last tile of keys
+  // is folded in on CUDA cores (fold_tail_keys) instead of running as a tile.
+  const int rows = min(w.rows, tile_q);
+  const int tail = short_tail(w.keys, tail_keys_max<D>);
 
   unsigned char* sq = smem + L::q;
   const auto k_buf = [&](int b) { return smem + L::k + b * L::tile; };
@@ -447,12 +448,12 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   cp_async_commit();
 
   const int my_first = warp * warp_rows_per_warp;
-  const key_mask<Policy::causal> allowed(w, my_first, g);
+  const key_mask<false> allowed(w, my_first, g);
   const int keys = allowed.keys;
 
   warp_rows<D> st;
   st.reset();
-  tile_pass<A, D, Policy::causal> tp{st, allowed, scale_log2, lane};
+  tile_pass<A, D, false> tp{st, allowed, scale_log2, lane};
   const unsigned q_addr = smem_addr(sq);
   const std::int64_t tiles = (w.keys - tail + tile_k - 1) / tile_k;
   if (tiles == 0) {  // no policy asks for zero keys; nothing to read, so nothing is written
@@ -462,9 +463,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   const auto buffer = [](std::int64_t j) { return static_cast<int>(j % stages); };
   // Tile 0 (with Q) and tile 1 in flight; S of tile 0.
   if (tiles > 1) issue_kv(tile_k, 1);
-  if constexpr (!Policy::causal) {
-    if (tiles == 1 && tail > 0) issue_tail(1);
-  }
+  if (tiles == 1 && tail > 0) issue_tail(1);
   cp_async_commit();
   cp_async_wait<1>();
   wgmma::fence_proxy_async();
@@ -491,9 +490,7 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
     wgmma::fence_proxy_async();
     __syncthreads();  // ... visible to wgmma; every warp is past step j - 1, so tile j - 1's buffer is free
     if (j + 2 < tiles) issue_kv((j + 2) * tile_k, buffer(j + 2));
-    if constexpr (!Policy::causal) {
-      if (j + 2 == tiles && tail > 0) issue_tail(buffer(j + 2));
-    }
+    if (j + 2 == tiles && tail > 0) issue_tail(buffer(j + 2));
     cp_async_commit();
     // O's rescale is for P V of tile j + 1 (tile 0's needs none: O is 0).
     overlapped_step<A, D>(tp.s, st.o, q_addr, smem_addr(k_buf(buffer(j + 1))), j, add_pv, softmax, rescale_o, pack);
@@ -502,23 +499,17 @@ __global__ void __launch_bounds__(threads, D == 64 ? 4 : 2) attention_kernel(con
   wgmma::wait<0>();
   wgmma::fence_operands(st.o);
   cp_async_wait<0>();
-  if constexpr (!Policy::causal) {
-    if (tail > 0) __syncthreads();  // the tail keys' copies, each thread's own waited for, seen by all
-  }
+  if (tail > 0) __syncthreads();  // the tail keys' copies, each thread's own waited for, seen by all
   if (my_first >= rows) return;  // never where the block has tail rows (rows is 64 then)
-  if constexpr (!Policy::causal) {
-    if (tail > 0)
-      fold_tail_keys<A, D>(st, sq, k_buf(buffer(tiles)), v_buf(buffer(tiles)), tail, my_first, lane, scale_log2);
-  }
+  if (tail > 0)
+    fold_tail_keys<A, D>(st, sq, k_buf(buffer(tiles)), v_buf(buffer(tiles)), tail, my_first, lane, scale_log2);
   const block_output<A> dst = policy.output();
   store_rows<D, D>(st, dst.out, dst.stride, my_first, rows, lane);
-  if constexpr (!Policy::causal) {
-    static_assert(tail_row_scratch<D> * sizeof(float) <= L::tile, "the tail rows' scratch fits a K buffer");
-    if (w.rows > tile_q)
-      attend_tail_rows<A, D>(reinterpret_cast<float*>(smem + L::k), w.q + tile_q * w.q_stride, w.q_stride,
-                             global_key_rows<A>{kv}, keys, dst.out + tile_q * dst.stride, dst.stride,
-                             w.rows - tile_q, scale_log2, static_cast<int>(threadIdx.x), [] { __syncthreads(); });
-  }
+  static_assert(tail_row_scratch<D> * sizeof(float) <= L::tile, "the tail rows' scratch fits a K buffer");
+  if (w.rows > tile_q)
+    attend_tail_rows<A, D>(reinterpret_cast<float*>(smem + L::k), w.q + tile_q * w.q_stride, w.q_stride,
+                           global_key_rows<A>{kv}, keys, dst.out + tile_q * dst.stride, dst.stride, w.rows - tile_q,
+                           scale_log2, static_cast<int>(threadIdx.x), [] { __syncthreads(); });
 #else
   (void)policy;
   (void)scale_log2;

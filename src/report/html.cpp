@@ -76,14 +76,8 @@ struct case_ref {
   const case_record* c = nullptr;
 };
 
-const std::string* axis_value(const case_record& c, const std::string& name) {
-  for (const auto& [n, v] : c.axes)
-    if (n == name) return &v;
-  return nullptr;
-}
-
 std::optional<double> axis_number(const case_record& c, const std::string& name) {
-  const std::string* v = axis_value(c, name);
+  const std::string* v = c.find_axis(name);
   if (!v || v->empty()) return std::nullopt;
   try {
     std::size_t used = 0;
@@ -138,7 +132,7 @@ std::vector<std::string> varying_axes(const std::vector<case_ref>& cases, const 
   for (const auto& n : names) {
     std::set<std::string> values;
     for (const auto& r : cases) {
-      const std::string* v = axis_value(*r.c, n);
+      const std::string* v = r.c->find_axis(n);
       values.insert(v ? *v : std::string("\x01(absent)"));
     }
     if (values.size() > 1) out.push_back(n);
@@ -153,7 +147,7 @@ std::vector<std::string> per_run_axes(const std::vector<case_ref>& cases, const 
   for (const auto& n : names) {
     std::map<std::size_t, std::set<std::string>> by_set;
     for (const auto& r : cases) {
-      const std::string* v = axis_value(*r.c, n);
+      const std::string* v = r.c->find_axis(n);
       by_set[r.set].insert(v ? *v : std::string());
     }
     bool constant = true;
@@ -166,7 +160,7 @@ std::vector<std::string> per_run_axes(const std::vector<case_ref>& cases, const 
 std::string axes_text(const case_record& c, const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) {
-    const std::string* v = axis_value(c, n);
+    const std::string* v = c.find_axis(n);
     if (!out.empty()) out += ' ';
     out += n + '=' + (v ? *v : std::string("-"));
   }
@@ -456,10 +450,10 @@ section throughput_section(const std::vector<case_ref>& all, const run_names& la
         std::vector<std::string> row;
         if (multi) row.push_back(labels[g.set]);
         for (const auto& o : others) {
-          const std::string* v = axis_value(*cr, o);
+          const std::string* v = cr->find_axis(o);
           row.push_back(v ? *v : "-");
         }
-        row.push_back(*axis_value(*cr, "batch"));
+        row.push_back(*cr->find_axis("batch"));
         row.push_back(opt_text(metric_value(*cr, metric_name), unit));
         c.table.rows.push_back(std::move(row));
       }
@@ -550,16 +544,16 @@ section latency_section(const std::vector<case_ref>& all, const run_names& label
           std::vector<std::string> row;
           if (multi) row.push_back(labels[g.set]);
           for (const auto& o : others) {
-            const std::string* v = axis_value(*cr, o);
+            const std::string* v = cr->find_axis(o);
             row.push_back(v ? *v : "-");
           }
-          row.push_back(*axis_value(*cr, "rate"));
+          row.push_back(*cr->find_axis("rate"));
           auto offered = metric_value(*cr, "load/offered_rate");
           auto achieved = metric_value(*cr, "load/achieved_rate");
           row.push_back(offered ? sig3(*offered) : "-");
           row.push_back(achieved ? sig3(*achieved) : "-");
           for (const auto& [p, dash] : percentiles) row.push_back(opt_text(metric_value(*cr, "latency/" + k.key + "/" + p), "s"));
-          const std::string* t = axis_value(*cr, k.target_axis);
+          const std::string* t = cr->find_axis(k.target_axis);
           row.push_back(t ? *t : "-");
           auto meets = metric_value(*cr, "load/meets_targets");
           row.push_back(meets ? (*meets > 0 ? "yes" : "no") : "-");

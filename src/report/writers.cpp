@@ -96,9 +96,8 @@ struct described_column {
 };
 
 std::optional<std::string> axis_value(const case_record& r, const std::string& name) {
-  for (const auto& [k, v] : r.axes)
-    if (k == name) return v;
-  return std::nullopt;
+  const std::string* v = r.find_axis(name);
+  return v ? std::optional<std::string>(*v) : std::nullopt;
 }
 
 // Metric columns. Known runner metrics get their conventional unit; anything else is printed

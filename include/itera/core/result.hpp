@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -103,6 +104,7 @@ struct case_record {
   std::vector<stage_record> stages;
 
   std::string axes_key() const;  // "M=1024 N=1024 K=1024 format=bf16"
+  const std::string* find_axis(std::string_view name) const;  // nullptr when the case has no such axis
   const metric* find_metric(const std::string& name) const;
   const stage_record* find_stage(std::string_view path) const;  // nullptr when the case has no such path
 };
