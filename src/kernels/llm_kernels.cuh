@@ -128,6 +128,16 @@ void prepare_attention(const attention_shape& s);
 template <class A>
 void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream);
 
+// act[t][i] = A(silu(A(g)) * A(u)) with g = x[t] . w[i] and u = x[t] . w[inter + i] (fp32 sums):
+// the gate/up product and swiglu in one kernel (llm_gate_up.cu, TMA and wgmma), x [rows][hidden]
+// and w [2 inter][hidden] of A. Supported: an sm_90a device, intermediate a multiple of 128, hidden
+// of 64, 16-byte aligned buffers (gate_up_swiglu throws std::invalid_argument otherwise).
+// max_blocks > 0 caps the persistent grid (tests: several tiles a block).
+bool gate_up_swiglu_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden);
+template <class A>
+void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int64_t intermediate, std::int64_t hidden,
+                    A* act, cudaStream_t stream, int max_blocks = 0);
+
 // What argmax does after it, in the same launch: length[r] = min(length[r] + by, limit) for each
 // row r. The limit keeps a free slot (which decodes a throwaway token each step it sits inside the
 // batch) writing inside its cache; the host never lets a slot that holds a sequence reach it.

@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -537,6 +538,25 @@ struct cuda_engine::impl {
            k::gemv_swiglu_supported(n, c.intermediate, w.w, gate_up.data(), w.scales != nullptr);
   }
 
+  // Whether the gate/up product of n rows runs with SwiGLU in its epilogue (k::gate_up_swiglu, our
+  // kernel on TMA and wgmma) rather than cuBLASLt and the swiglu pass: 16-bit weights, from
+  // fused_gate_up_rows() rows. ITERA_LLM_FUSED_GATE_UP: unset, from 512 rows; 0, never; a number,
+  // from that many rows (A/B measurements).
+  static std::int64_t fused_gate_up_rows() {
+    static const std::int64_t from = [] {
+      const char* v = std::getenv("ITERA_LLM_FUSED_GATE_UP");
+      if (!v || !*v) return std::int64_t{512};
+      const long long n = std::atoll(v);
+      if (n < 0 || (n == 0 && std::string_view(v) != "0"))
+        throw usage_error(cat("ITERA_LLM_FUSED_GATE_UP='", v, "': 0 (never) or the rows from which it runs"));
+      return n == 0 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(n);
+    }();
+    return from;
+  }
+  bool fuse_gate_up(std::int64_t n, const matrix& w) const {
+    return !w.scales && n >= fused_gate_up_rows() && k::gate_up_swiglu_supported(n, c.intermediate, c.hidden);
+  }
+
   // out[n][m] = rms_norm(x row t * in_stride + in_offset, norm_w) W^T (beta 0). Fused: one kernel in
   // product_scope, which then declares the norm's weight bytes too; otherwise rms_norm into h in
   // norm_scope, then the product in product_scope.
@@ -698,9 +718,27 @@ struct cuda_engine::impl {
         }
       }
       stage block(rec, "mlp_block");
-      norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, projection(lo.wgu, lo.sgu), 2 * inter,
-                   pbytes(2 * inter, hidden), gate_up.data(), false);
-      swiglu_down<A>(rec, rows, projection(lo.wdown, lo.sdown), pbytes(hidden, inter));
+      const matrix wgu = projection(lo.wgu, lo.sgu), wdown = projection(lo.wdown, lo.sdown);
+      if (fuse_gate_up(rows, wgu)) {
+        {
+          stage st(rec, "norm");
+          st.read(wbytes(hidden));
+          k::rms_norm(x.as<float>(), 1, 0, w_at<A>(lo.post_norm), h.as<A>(), rows, hidden,
+                      static_cast<float>(c.rms_norm_eps), s);
+        }
+        {
+          stage st(rec, "gate_up");
+          st.read(pbytes(2 * inter, hidden));
+          k::gate_up_swiglu(h.as<A>(), rows, static_cast<const A*>(wgu.w), inter, hidden, act.as<A>(), s);
+        }
+        stage st(rec, "down");
+        st.read(pbytes(hidden, inter));
+        gemm(wdown, hidden, inter, act.as<A>(), rows, x.data(), true, 1.0f);
+      } else {
+        norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
+                     pbytes(2 * inter, hidden), gate_up.data(), false);
+        swiglu_down<A>(rec, rows, wdown, pbytes(hidden, inter));
+      }
     }
     auto* out_ids = next.as<std::int32_t>() + first;
     const std::int64_t head_rows = all ? rows : nseq;
@@ -1064,8 +1102,15 @@ std::string cuda_engine::precision_note() const {
                ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,
                " on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
   const std::string weights(dtype_name(m->o.weights));
-  return cat(weights, " weights", converted(m->o.weights), m->kv8 ? "" : cat(" and ", act, " KV cache"), activations, "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
-             " rows, the own gemv kernel (fp32 accumulation) at or below", tail);
+  const bool fused_gate_up = k::gate_up_swiglu_supported(impl::fused_gate_up_rows(), m->c.intermediate, m->c.hidden);
+  return cat(weights, " weights", converted(m->o.weights), m->kv8 ? "" : cat(" and ", act, " KV cache"), activations,
+             "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
+             " rows, the own gemv kernel (fp32 accumulation) at or below",
+             fused_gate_up ? cat("; from ", impl::fused_gate_up_rows(), " rows the gate/up product and SwiGLU in one ",
+                                 "kernel of our own (wgmma, fp32 accumulation; gate and up rounded to ", act,
+                                 " before SwiGLU, as between the unfused kernels)")
+                           : "",
+             tail);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
