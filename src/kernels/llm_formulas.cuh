@@ -44,6 +44,35 @@ __device__ __forceinline__ C to_cache(float v) {
     return static_cast<fp8_code>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
+// Row t's position and sequence in a pass of per_seq rows a sequence, sequence i starting at
+// start[i].
+__device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, std::int64_t t, std::int64_t per_seq,
+                                                     std::int64_t* seq) {
+  *seq = t / per_seq;
+  return static_cast<std::int64_t>(start[*seq]) + t % per_seq;
+}
+
+// Four values of A from one 8-byte load, as float.
+template <class A>
+__device__ __forceinline__ void load4(const A* p, float* f) {
+  const uint2 v = *reinterpret_cast<const uint2*>(p);  // one 8-byte load (through a reference: two 4-byte ones)
+  unpack4<A>(v, f);
+}
+
+// Four values in one 8-byte store (16-bit C), or four e4m3 codes in one 4-byte store, the first
+// value in the lowest byte.
+template <class C>
+__device__ __forceinline__ void store4(C* p, const float* f) {
+  if constexpr (sizeof(C) == 2) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(pack2<C>(f[0], f[1]), pack2<C>(f[2], f[3]));
+  } else {
+    unsigned word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) word |= static_cast<unsigned>(to_cache<fp8_code>(f[j])) << (8 * j);
+    *reinterpret_cast<unsigned*>(p) = word;
+  }
+}
+
 // A cache element as float: the 16-bit types through to_float, an fp8 e4m3 code exactly through fp16.
 template <class C>
 __device__ __forceinline__ float cache_value(C v) {

@@ -139,12 +139,6 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = rms_apply<A>(to_float(weight[i]), in[i], scale);
 }
 
-__device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, std::int64_t t, std::int64_t per_seq,
-                                                     std::int64_t* seq) {
-  *seq = t / per_seq;
-  return static_cast<std::int64_t>(start[*seq]) + t % per_seq;
-}
-
 // Grid (row, slice): the row's work items, (heads + kv_heads) * half rotations then kv_dim value
 // copies, spread over the slices' threads, one item per thread when the grid covers the row.
 // A: the rows' element; C: the cache's (A or an fp8 code); keep_rows: the rotated k (and a biased
@@ -296,26 +290,6 @@ __global__ void swiglu8_kernel(const uint4* gate_up, uint4* act, std::int64_t ro
 // bias_rope_store_kernel four rotations or eight value copies per thread, with 8- and 16-byte
 // accesses (head_dim % 8 == 0, 16-byte aligned buffers): per value the same arithmetic and rounding,
 // so bit-identical.
-template <class A>
-__device__ __forceinline__ void load4(const A* p, float* f) {
-  const uint2 v = *reinterpret_cast<const uint2*>(p);  // one 8-byte load (through a reference: two 4-byte ones)
-  unpack4<A>(v, f);
-}
-
-// Four values in one 8-byte store (16-bit C), or four e4m3 codes in one 4-byte store, the first
-// value in the lowest byte.
-template <class C>
-__device__ __forceinline__ void store4(C* p, const float* f) {
-  if constexpr (sizeof(C) == 2) {
-    *reinterpret_cast<uint2*>(p) = make_uint2(pack2<C>(f[0], f[1]), pack2<C>(f[2], f[3]));
-  } else {
-    unsigned word = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) word |= static_cast<unsigned>(to_cache<fp8_code>(f[j])) << (8 * j);
-    *reinterpret_cast<unsigned*>(p) = word;
-  }
-}
-
 constexpr int rope_max_half = 128;  // the vector kernel's head_dim / 2 at most (its table of angles)
 template <class A, class C, bool keep_rows>
 __global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* inv_freq,

@@ -128,15 +128,26 @@ void prepare_attention(const attention_shape& s);
 template <class A>
 void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream);
 
-// act[t][i] = A(silu(A(g)) * A(u)) with g = x[t] . w[i] and u = x[t] . w[inter + i] (fp32 sums):
-// the gate/up product and swiglu in one kernel (llm_gate_up.cu, TMA and wgmma), x [rows][hidden]
-// and w [2 inter][hidden] of A. Supported: an sm_90a device, intermediate a multiple of 128, hidden
-// of 64, 16-byte aligned buffers (gate_up_swiglu throws std::invalid_argument otherwise).
-// max_blocks > 0 caps the persistent grid (tests: several tiles a block).
+// The prefill's products with their next step fused (llm_fused_products.cu, TMA and wgmma, fp32
+// sums; x [rows][hidden] and w [out][hidden] of A, 16-byte aligned). Supported (the _supported
+// functions; the launchers throw std::invalid_argument otherwise): an sm_90a device, hidden a
+// multiple of 64, and as below. max_blocks > 0 caps the persistent grid (tests: several tiles a
+// block).
+//
+// gate_up_swiglu: act[t][i] = A(silu(A(g)) * A(u)), g = x[t] . w[i], u = x[t] . w[inter + i]:
+// the gate/up product and swiglu in one kernel. intermediate a multiple of 128.
 bool gate_up_swiglu_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden);
 template <class A>
 void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int64_t intermediate, std::int64_t hidden,
                     A* act, cudaStream_t stream, int max_blocks = 0);
+// qkv_rope_store: qkv = A(x W_qkv^T), then bias_rope_store with keep_rows on it (the same
+// arithmetic and roundings), in one kernel. head_dim dividing 256, q_dim and kv_dim multiples of
+// 256.
+bool qkv_rope_store_supported(std::int64_t rows, std::int64_t hidden, const attention_shape& s);
+template <class A>
+void qkv_rope_store(const A* x, std::int64_t rows, std::int64_t hidden, const A* w_qkv, const A* bias,
+                    const float* inv_freq, const std::int32_t* start, const attention_shape& s, void* k_cache,
+                    void* v_cache, A* qkv, cudaStream_t stream, int max_blocks = 0);
 
 // What argmax does after it, in the same launch: length[r] = min(length[r] + by, limit) for each
 // row r. The limit keeps a free slot (which decodes a throwaway token each step it sits inside the

@@ -538,23 +538,31 @@ struct cuda_engine::impl {
            k::gemv_swiglu_supported(n, c.intermediate, w.w, gate_up.data(), w.scales != nullptr);
   }
 
-  // Whether the gate/up product of n rows runs with SwiGLU in its epilogue (k::gate_up_swiglu, our
-  // kernel on TMA and wgmma) rather than cuBLASLt and the swiglu pass: 16-bit weights, from
-  // fused_gate_up_rows() rows. ITERA_LLM_FUSED_GATE_UP: unset, from 512 rows; 0, never; a number,
-  // from that many rows (A/B measurements).
+  // The prefill's fused products (k::gate_up_swiglu, k::qkv_rope_store: our kernels on TMA and
+  // wgmma, 16-bit weights) from how many rows, rather than cuBLASLt and the SwiGLU or RoPE pass
+  // after it. ITERA_LLM_FUSED_GATE_UP, ITERA_LLM_FUSED_QKV: unset, from 512 rows; 0, never; a
+  // number, from that many rows (A/B measurements).
+  static std::int64_t fused_rows_from(const char* var) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) return 512;
+    const long long n = std::atoll(v);
+    if (n < 0 || (n == 0 && std::string_view(v) != "0"))
+      throw usage_error(cat(var, "='", v, "': 0 (never) or the rows from which the fused kernel runs"));
+    return n == 0 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(n);
+  }
   static std::int64_t fused_gate_up_rows() {
-    static const std::int64_t from = [] {
-      const char* v = std::getenv("ITERA_LLM_FUSED_GATE_UP");
-      if (!v || !*v) return std::int64_t{512};
-      const long long n = std::atoll(v);
-      if (n < 0 || (n == 0 && std::string_view(v) != "0"))
-        throw usage_error(cat("ITERA_LLM_FUSED_GATE_UP='", v, "': 0 (never) or the rows from which it runs"));
-      return n == 0 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(n);
-    }();
+    static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_GATE_UP");
+    return from;
+  }
+  static std::int64_t fused_qkv_rows() {
+    static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_QKV");
     return from;
   }
   bool fuse_gate_up(std::int64_t n, const matrix& w) const {
     return !w.scales && n >= fused_gate_up_rows() && k::gate_up_swiglu_supported(n, c.intermediate, c.hidden);
+  }
+  bool fuse_qkv(bool prefill, std::int64_t n, const matrix& w, const k::attention_shape& sh) const {
+    return prefill && !w.scales && n >= fused_qkv_rows() && k::qkv_rope_store_supported(n, c.hidden, sh);
   }
 
   // out[n][m] = rms_norm(x row t * in_stride + in_offset, norm_w) W^T (beta 0). Fused: one kernel in
@@ -696,14 +704,26 @@ struct cuda_engine::impl {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
       {
         stage block(rec, "attention_block");
-        norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, projection(lo.wqkv, lo.sqkv), qkv_width,
-                     pbytes(qkv_width, hidden), qkv.data(), false);
-
-        {
+        const matrix wqkv = projection(lo.wqkv, lo.sqkv);
+        const A* bias = c.attention_bias ? w_at<A>(lo.bqkv) : nullptr;
+        if (fuse_qkv(prefill, rows, wqkv, sh)) {
+          {
+            stage st(rec, "norm");
+            st.read(wbytes(hidden));
+            k::rms_norm(x.as<float>(), 1, 0, w_at<A>(lo.input_norm), h.as<A>(), rows, hidden,
+                        static_cast<float>(c.rms_norm_eps), s);
+          }
+          stage st(rec, "qkv");  // with the bias, RoPE and the cache store
+          st.read(pbytes(qkv_width, hidden) + (bias ? wbytes(qkv_width) : 0.0));
+          k::qkv_rope_store(h.as<A>(), rows, hidden, static_cast<const A*>(wqkv.w), bias, inv_freq.as<float>(), lens,
+                            sh, cache_at(k_cache, l, first), cache_at(v_cache, l, first), qkv.as<A>(), s);
+        } else {
+          norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, wqkv, qkv_width,
+                       pbytes(qkv_width, hidden), qkv.data(), false);
           stage st(rec, "rope");
-          if (c.attention_bias) st.read(wbytes(qkv_width));
-          k::bias_rope_store(qkv.as<A>(), c.attention_bias ? w_at<A>(lo.bqkv) : nullptr, inv_freq.as<float>(), lens,
-                             rows, sh, cache_at(k_cache, l, first), cache_at(v_cache, l, first), prefill, s);
+          if (bias) st.read(wbytes(qkv_width));
+          k::bias_rope_store(qkv.as<A>(), bias, inv_freq.as<float>(), lens, rows, sh, cache_at(k_cache, l, first),
+                             cache_at(v_cache, l, first), prefill, s);
         }
         {
           stage st(rec, "attention");
@@ -1102,15 +1122,19 @@ std::string cuda_engine::precision_note() const {
                ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,
                " on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
   const std::string weights(dtype_name(m->o.weights));
+  // The prefill's fused products, where this model's shape takes them.
   const bool fused_gate_up = k::gate_up_swiglu_supported(impl::fused_gate_up_rows(), m->c.intermediate, m->c.hidden);
+  const bool fused_qkv = k::qkv_rope_store_supported(impl::fused_qkv_rows(), m->c.hidden, m->shape);
+  const auto fused = [&](bool on, std::int64_t from, const char* what) {
+    return on ? cat("; from ", from, " rows in a prefill ", what, " in one kernel of our own (wgmma, fp32 ",
+                    "accumulation, the product rounded to ", act, " before the rest, as between the unfused kernels)")
+              : std::string();
+  };
   return cat(weights, " weights", converted(m->o.weights), m->kv8 ? "" : cat(" and ", act, " KV cache"), activations,
              "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
              " rows, the own gemv kernel (fp32 accumulation) at or below",
-             fused_gate_up ? cat("; from ", impl::fused_gate_up_rows(), " rows the gate/up product and SwiGLU in one ",
-                                 "kernel of our own (wgmma, fp32 accumulation; gate and up rounded to ", act,
-                                 " before SwiGLU, as between the unfused kernels)")
-                           : "",
-             tail);
+             fused(fused_qkv, impl::fused_qkv_rows(), "the qkv product, bias, RoPE and cache store"),
+             fused(fused_gate_up, impl::fused_gate_up_rows(), "the gate/up product and SwiGLU"), tail);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
