@@ -19,7 +19,8 @@
 //              registers, gate column 8j + t2 in d[j] and up's in d[j + 16], the same thread's;
 //              qkv: the sums rounded to A) and go on with the next tile;
 //   epilogue   warps 1-3 of the first warpgroup store the staged tile (qkv: with the bias, the
-//              rotation and the cache), while the consumers run the next tile's products.
+//              rotation and the cache), while the consumers run the next tile's products; a
+//              block's last tile, which nothing overlaps, with the consumers' eight warps too.
 // Tiles walk m fastest inside groups of up to 16 row tiles: the blocks running at once share a few
 // w tiles and x's rows of the group (16 MB at 4096 inputs), so w comes from DRAM once a group (once
 // a prefill of <= 2048 tokens). vit_gemm walks n fastest, its w (8 MB) being the small operand.
@@ -58,6 +59,7 @@ constexpr unsigned box_bytes = box_rows * tile_k * 2;  // 16 KiB, two a stage
 constexpr unsigned stage_bytes = x_bytes + 2 * box_bytes;
 [[maybe_unused]] constexpr int epilogue_warps = 3;  // warps 1-3 of the producer's warpgroup
 [[maybe_unused]] constexpr int epilogue_threads = 32 * epilogue_warps;
+[[maybe_unused]] constexpr int all_warps = epilogue_warps + 8;  // and the consumers', at a block's last tile
 
 // Shared memory of a product whose tiles stage `Cols` columns, with `Stages` buffers in the ring:
 // the ring, the staging tile (rows 4 banks apart), each stage's full and empty barriers, then the
@@ -96,9 +98,11 @@ struct swiglu_epilogue {
       stmatrix_x4(stage_at + static_cast<unsigned>(j) * 16, m);
     }
   }
-  // A row is 16 chunks of 16 bytes: a warp stores two rows at a time (lane / 16 the row).
-  __device__ __forceinline__ void store(const A* staged, int m0, int n0, int valid, int warp, int lane) const {
-    constexpr int row_step = 2 * epilogue_warps;
+  // A row is 16 chunks of 16 bytes: a warp stores two rows at a time (lane / 16 the row), warp
+  // `warp` of `warps` every warps-th pair.
+  __device__ __forceinline__ void store(const A* staged, int m0, int n0, int valid, int warp, int warps,
+                                        int lane) const {
+    const int row_step = 2 * warps;
     const int r0 = 2 * warp + lane / 16, chunk = lane % 16;
     const A* from = staged + r0 * layout::stride + 8 * chunk;
     A* to = act + static_cast<std::int64_t>(m0 + r0) * inter + n0 + 8 * chunk;
@@ -138,8 +142,10 @@ struct rope_epilogue {
   // rounding); in a v tile lane l copies 8 values. The rotated q and k and the biased v go to the
   // qkv rows (the prefill's attention reads them there), k and v into the cache at the row's
   // position. A row past the cache (no prefill has one: the engine refuses a prompt longer than
-  // the context) is not stored in it; its k is rotated in the row all the same.
-  __device__ __forceinline__ void store(const A* staged, int m0, int n0, int valid, int warp, int lane) const {
+  // the context) is not stored in it; its k is rotated in the row all the same. Warp `warp` of
+  // `warps` takes every warps-th row.
+  __device__ __forceinline__ void store(const A* staged, int m0, int n0, int valid, int warp, int warps,
+                                        int lane) const {
     const int hd = static_cast<int>(s.head_dim), half = hd / 2, per_head = hd / 8;
     const int q_dim = static_cast<int>(s.heads) * hd, kv_dim = static_cast<int>(s.kv_heads) * hd;
     const std::int64_t width = q_dim + 2 * kv_dim;
@@ -155,7 +161,7 @@ struct rope_epilogue {
       load4(bias + col, b1), load4(bias + col + 4, b2);
     }
     const int kvh = is_v ? (col - q_dim - kv_dim) / hd : (col - q_dim) / hd, d = is_v ? (col - q_dim - kv_dim) % hd : i;
-    for (int r = warp; r < valid; r += epilogue_warps) {
+    for (int r = warp; r < valid; r += warps) {
       const std::int64_t t = m0 + r;
       std::int64_t seq = 0;
       const std::int64_t pos = row_position(start, t, s.rows_per_seq, &seq);
@@ -252,7 +258,9 @@ __global__ void __launch_bounds__(threads, 1)
         int m0, n0;
         tile_origin(t, m_tiles, n_tiles, L::cols, m0, n0);
         tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
-        epilogue.store(staged, m0, n0, min(tile_m, rows - m0), warp - 1, lane);
+        // The block's last tile with the consumers' warps too (they have nothing left to multiply).
+        const bool last = t + static_cast<int>(gridDim.x) >= tiles;
+        epilogue.store(staged, m0, n0, min(tile_m, rows - m0), warp - 1, last ? all_warps : epilogue_warps, lane);
         tma::barrier_arrive(staged_empty);
       }
     }
@@ -290,6 +298,11 @@ __global__ void __launch_bounds__(threads, 1)
     epilogue.stage(d, stage_at);
     consumers_sync();  // the tile is staged
     if (tid == 128) tma::barrier_arrive(staged_full);
+    if (t + static_cast<int>(gridDim.x) >= tiles) {  // the last tile: its stores shared with the epilogue warps
+      int m0, n0;
+      tile_origin(t, m_tiles, n_tiles, L::cols, m0, n0);
+      epilogue.store(staged, m0, n0, min(tile_m, rows - m0), epilogue_warps + 4 * c + warp, all_warps, lane);
+    }
   }
 #else
   (void)x_map, (void)w_map, (void)epilogue, (void)rows, (void)n_tiles, (void)ksteps;
