@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(threads, 1)
   // (lane % 4) (+ 1); stmatrix_x4 of columns 8j .. 8j + 15: lane l gives row l % 16 of the warp's,
   // columns 8 (l / 16) on.
   const unsigned stage_at = smem_addr(staged + (c * 64 + warp * 16 + lane % 16) * L::stride + 8 * (lane / 16));
-  int g = 0, i = 0;
+  int g = 0, i = 0, last_t = -1;
   float d[32][4] = {};  // each tile's first product overwrites them (accumulate false)
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
     for (int j = 0; j < ksteps; ++j, ++g) {
@@ -298,11 +298,14 @@ __global__ void __launch_bounds__(threads, 1)
     epilogue.stage(d, stage_at);
     consumers_sync();  // the tile is staged
     if (tid == 128) tma::barrier_arrive(staged_full);
-    if (t + static_cast<int>(gridDim.x) >= tiles) {  // the last tile: its stores shared with the epilogue warps
-      int m0, n0;
-      tile_origin(t, m_tiles, n_tiles, L::cols, m0, n0);
-      epilogue.store(staged, m0, n0, min(tile_m, rows - m0), epilogue_warps + 4 * c + warp, all_warps, lane);
-    }
+    last_t = t;
+  }
+  // The block's last tile: its stores shared with the epilogue warps. After the loop, where the
+  // accumulators are no longer live (inside it the qkv store's registers spilled, 140 bytes).
+  if (last_t >= 0) {
+    int m0, n0;
+    tile_origin(last_t, m_tiles, n_tiles, L::cols, m0, n0);
+    epilogue.store(staged, m0, n0, min(tile_m, rows - m0), epilogue_warps + 4 * c + warp, all_warps, lane);
   }
 #else
   (void)x_map, (void)w_map, (void)epilogue, (void)rows, (void)n_tiles, (void)ksteps;
