@@ -1,6 +1,8 @@
 #pragma once
 // Kernels of the llm cuda engine (workloads/llm/llm_cuda.cu): everything but the larger matrix
-// products, which run in cuBLASLt (gemv below takes those of at most gemv_max_tokens rows).
+// products, which run in cuBLASLt (gemv below takes those of at most gemv_max_tokens rows; a
+// prefill's gate/up and qkv products run fused with the step after them: gate_up_swiglu,
+// qkv_rope_store).
 // Activations are row-major [rows x width]; the residual stream is fp32, everything else of the
 // compute type A, bf16 or fp16 (common.cuh): the launchers are templates on it, instantiated for
 // both; arithmetic is fp32. 16-bit weights are of type A too (the engine converts weights stored
