@@ -47,12 +47,13 @@
 #include "src/kernels/mma.cuh"
 #include "src/kernels/tma.cuh"
 #include "src/kernels/wgmma.cuh"
+#include "src/kernels/wgmma_gemm.cuh"
 
 namespace itera::kernels::llm {
 namespace {
 
 constexpr int threads = 384;  // the producer's warpgroup, then two consumers
-constexpr int tile_m = 128, tile_k = 64, box_rows = 128;
+constexpr int tile_m = 128, tile_k = wgmma::gemm_tile_k, box_rows = 128;
 constexpr int group_m = 16;                           // row tiles walked together
 constexpr unsigned x_bytes = tile_m * tile_k * 2;     // 16 KiB
 constexpr unsigned box_bytes = box_rows * tile_k * 2;  // 16 KiB, two a stage
@@ -275,24 +276,7 @@ __global__ void __launch_bounds__(threads, 1)
   int g = 0, i = 0, last_t = -1;
   float d[32][4] = {};  // each tile's first product overwrites them (accumulate false)
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
-    for (int j = 0; j < ksteps; ++j, ++g) {
-      const int s = g % stages;
-      tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
-      const unsigned base = ring + static_cast<unsigned>(s) * stage_bytes;
-      const std::uint64_t a = wgmma::descriptor(base + static_cast<unsigned>(c) * (x_bytes / 2), 16, 1024);
-      const std::uint64_t b = wgmma::descriptor(base + x_bytes, 16, 1024);
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < tile_k / 16; ++kk)
-        wgmma::mma_64x256_ss<A>(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32),
-                                wgmma::advance(b, static_cast<unsigned>(kk) * 32), j > 0 || kk > 0);
-      wgmma::commit();
-      wgmma::wait<1>();  // the previous step's products are done: its buffer is free
-      if (j > 0 && leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));
-    }
-    wgmma::wait<0>();
-    wgmma::fence_operands(d);
-    if (leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));  // the tile's last buffer
+    wgmma::multiply_tile<A, stages, stage_bytes, x_bytes>(d, ring, full, empty, g, ksteps, c, leader);
 
     if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
     epilogue.stage(d, stage_at);
@@ -313,25 +297,6 @@ __global__ void __launch_bounds__(threads, 1)
 #endif
 }
 
-// A row-major [rows][k] matrix of A read as [128][64] boxes, 128-byte swizzle; boxes past the last
-// row are filled with zeros.
-template <class A>
-CUtensorMap tile_map(const A* base, std::int64_t rows, std::int64_t k, const char* who) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {tile_k, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const auto type = std::is_same_v<A, fp16> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUresult r = tma::encode_tiled()(&map, type, 2, const_cast<A*>(base), dims, strides, box, element_strides,
-                                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw std::runtime_error(itera::cuda::cat(who, ": cuTensorMapEncodeTiled failed (error ", static_cast<int>(r),
-                                              ") for a [", rows, "][", k, "] matrix"));
-  return map;
-}
-
 // x [rows][k] times w [w_rows][k] into n_tiles tiles of columns, the epilogue e on each.
 template <class A, class E>
 void launch_product(const A* x, std::int64_t rows, const A* w, std::int64_t w_rows, std::int64_t k, int n_tiles,
@@ -339,7 +304,8 @@ void launch_product(const A* x, std::int64_t rows, const A* w, std::int64_t w_ro
   constexpr auto kernel = fused_product_kernel<A, E>;
   constexpr unsigned shared_bytes = E::layout::shared_bytes;
   allow_dynamic_shared(reinterpret_cast<const void*>(kernel), shared_bytes);
-  const CUtensorMap x_map = tile_map(x, rows, k, who), w_map = tile_map(w, w_rows, k, who);
+  const CUtensorMap x_map = wgmma::gemm_operand_map(x, rows, k, tile_m, who),
+                    w_map = wgmma::gemm_operand_map(w, w_rows, k, box_rows, who);
   const std::int64_t tiles = (rows + tile_m - 1) / tile_m * n_tiles;
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));

@@ -55,12 +55,13 @@
 #include "src/kernels/mma.cuh"
 #include "src/kernels/tma.cuh"
 #include "src/kernels/wgmma.cuh"
+#include "src/kernels/wgmma_gemm.cuh"
 
 namespace itera::kernels::vit {
 namespace {
 
 constexpr int threads = 384;  // the producer's warpgroup, then two consumers
-constexpr int tile_m = 128, tile_n = 256, tile_k = 64;
+constexpr int tile_m = 128, tile_n = 256, tile_k = wgmma::gemm_tile_k;
 constexpr int stages = 3;
 constexpr unsigned x_bytes = tile_m * tile_k * 2;             // 16 KiB
 constexpr unsigned w_bytes = tile_n * tile_k * 2;             // 32 KiB
@@ -178,24 +179,7 @@ __global__ void __launch_bounds__(threads, 1)
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
     bias_tile[tid - 128] = __bfloat162float(next_bias);  // every consumer is past the last tile's reads
     next_bias = bias_of(t + static_cast<int>(gridDim.x));
-    for (int j = 0; j < ksteps; ++j, ++g) {
-      const int s = g % stages;
-      tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / stages) & 1));
-      const unsigned base = ring + static_cast<unsigned>(s) * stage_bytes;
-      const std::uint64_t a = wgmma::descriptor(base + static_cast<unsigned>(c) * (x_bytes / 2), 16, 1024);
-      const std::uint64_t b = wgmma::descriptor(base + x_bytes, 16, 1024);
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < tile_k / 16; ++kk)
-        wgmma::mma_64x256_ss<bf16>(d, wgmma::advance(a, static_cast<unsigned>(kk) * 32),
-                                   wgmma::advance(b, static_cast<unsigned>(kk) * 32), j > 0 || kk > 0);
-      wgmma::commit();
-      wgmma::wait<1>();  // the previous step's products are done: its buffer is free
-      if (j > 0 && leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));
-    }
-    wgmma::wait<0>();
-    wgmma::fence_operands(d);
-    if (leader) tma::barrier_arrive(empty + 8 * ((g - 1) % stages));  // the tile's last buffer
+    wgmma::multiply_tile<bf16, stages, stage_bytes, x_bytes>(d, ring, full, empty, g, ksteps, c, leader);
 
     // Sums + bias into the staging tile: bf16(sum + bias) with round_sums (the epilogue threads
     // apply the activation), else the activation here and one rounding; four 8x8 matrices a
@@ -230,30 +214,14 @@ __global__ void __launch_bounds__(threads, 1)
 #endif
 }
 
-// A row-major [rows][k] bf16 matrix read as [box_rows][64] boxes, 128-byte swizzle; boxes past the
-// last row are filled with zeros.
-CUtensorMap tile_map(const bf16* base, std::int64_t rows, std::int64_t k, unsigned box_rows) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {tile_k, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r =
-      tma::encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
-                          element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw std::runtime_error("vit gemm: cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) +
-                             ") for a [" + std::to_string(rows) + "][" + std::to_string(k) + "] bf16 matrix");
-  return map;
-}
-
 template <activation A, bool R>
 void launch_gemm(const bf16* x, std::int64_t rows, const bf16* w, std::int64_t n, std::int64_t k, const bf16* bias,
                  bf16* out, cudaStream_t stream, int max_blocks) {
   constexpr auto kernel = gemm_bias_activation_kernel<A, R>;
   allow_dynamic_shared(reinterpret_cast<const void*>(kernel), shared_bytes);
-  const CUtensorMap x_map = tile_map(x, rows, k, tile_m), w_map = tile_map(w, n, k, tile_n);
+  constexpr const char* who = "vit gemm_bias_activation";
+  const CUtensorMap x_map = wgmma::gemm_operand_map(x, rows, k, tile_m, who),
+                    w_map = wgmma::gemm_operand_map(w, n, k, tile_n, who);
   const std::int64_t tiles = (n / tile_n) * ((rows + tile_m - 1) / tile_m);
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));

@@ -582,14 +582,20 @@ struct cuda_engine::impl {
                        0.0f, s);
       return;
     }
-    {
-      stage st(rec, norm_scope);
-      st.read(norm_bytes);
-      k::rms_norm(x.as<float>(), in_stride, in_offset, norm_w, h.as<A>(), n, c.hidden, eps, s);
-    }
+    norm_rows(rec, norm_scope, norm_w, in_stride, in_offset, n);
     stage st(rec, product_scope);
     st.read(product_bytes);
     gemm(w, m, c.hidden, h.as<A>(), n, out, fp32_out, 0.0f);
+  }
+
+  // h[n][hidden] = rms_norm(x row t * in_stride + in_offset, norm_w), in `scope`.
+  template <class A>
+  void norm_rows(stage_recorder* rec, std::string_view scope, const A* norm_w, std::int64_t in_stride,
+                 std::int64_t in_offset, std::int64_t n) {
+    stage st(rec, scope);
+    st.read(2.0 * static_cast<double>(c.hidden));
+    k::rms_norm(x.as<float>(), in_stride, in_offset, norm_w, h.as<A>(), n, c.hidden, static_cast<float>(c.rms_norm_eps),
+                dev.stream());
   }
 
   // x[n][hidden] += swiglu(gate_up) Wdown^T. Fused: one kernel in the "down" scope; otherwise
@@ -707,12 +713,7 @@ struct cuda_engine::impl {
         const matrix wqkv = projection(lo.wqkv, lo.sqkv);
         const A* bias = c.attention_bias ? w_at<A>(lo.bqkv) : nullptr;
         if (fuse_qkv(prefill, rows, wqkv, sh)) {
-          {
-            stage st(rec, "norm");
-            st.read(wbytes(hidden));
-            k::rms_norm(x.as<float>(), 1, 0, w_at<A>(lo.input_norm), h.as<A>(), rows, hidden,
-                        static_cast<float>(c.rms_norm_eps), s);
-          }
+          norm_rows(rec, "norm", w_at<A>(lo.input_norm), 1, 0, rows);
           stage st(rec, "qkv");  // with the bias, RoPE and the cache store
           st.read(pbytes(qkv_width, hidden) + (bias ? wbytes(qkv_width) : 0.0));
           k::qkv_rope_store(h.as<A>(), rows, hidden, static_cast<const A*>(wqkv.w), bias, inv_freq.as<float>(), lens,
@@ -740,12 +741,7 @@ struct cuda_engine::impl {
       stage block(rec, "mlp_block");
       const matrix wgu = projection(lo.wgu, lo.sgu), wdown = projection(lo.wdown, lo.sdown);
       if (fuse_gate_up(rows, wgu)) {
-        {
-          stage st(rec, "norm");
-          st.read(wbytes(hidden));
-          k::rms_norm(x.as<float>(), 1, 0, w_at<A>(lo.post_norm), h.as<A>(), rows, hidden,
-                      static_cast<float>(c.rms_norm_eps), s);
-        }
+        norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows);
         {
           stage st(rec, "gate_up");
           st.read(pbytes(2 * inter, hidden));
@@ -1125,16 +1121,16 @@ std::string cuda_engine::precision_note() const {
   // The prefill's fused products, where this model's shape takes them.
   const bool fused_gate_up = k::gate_up_swiglu_supported(impl::fused_gate_up_rows(), m->c.intermediate, m->c.hidden);
   const bool fused_qkv = k::qkv_rope_store_supported(impl::fused_qkv_rows(), m->c.hidden, m->shape);
-  const auto fused = [&](bool on, std::int64_t from, const char* what) {
-    return on ? cat("; from ", from, " rows in a prefill ", what, " in one kernel of our own (wgmma, fp32 ",
+  const auto fused = [&](bool on, std::int64_t from, const char* where, const char* what) {
+    return on ? cat("; from ", from, " rows", where, " ", what, " in one kernel of our own (wgmma, fp32 ",
                     "accumulation, the product rounded to ", act, " before the rest, as between the unfused kernels)")
               : std::string();
   };
   return cat(weights, " weights", converted(m->o.weights), m->kv8 ? "" : cat(" and ", act, " KV cache"), activations,
              "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
              " rows, the own gemv kernel (fp32 accumulation) at or below",
-             fused(fused_qkv, impl::fused_qkv_rows(), "the qkv product, bias, RoPE and cache store"),
-             fused(fused_gate_up, impl::fused_gate_up_rows(), "the gate/up product and SwiGLU"), tail);
+             fused(fused_qkv, impl::fused_qkv_rows(), " in a prefill", "the qkv product, bias, RoPE and cache store"),
+             fused(fused_gate_up, impl::fused_gate_up_rows(), "", "the gate/up product and SwiGLU"), tail);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
