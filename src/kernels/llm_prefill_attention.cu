@@ -2,6 +2,10 @@
 // flash_attention.cuh and flash_attention_wgmma.cuh (launch_attention picks one) under the causal
 // policy below.
 //
+// With ITERA_PREFILL_ATTENTION_WS=1, on sm_90a at head_dim 64 and 128, the warp-specialized kernel
+// below (namespace ws) runs instead: 128 rows a block, K and V copied by the TMA for two consumer
+// warpgroups.
+//
 // One block takes a tile of 64 consecutive query rows of one sequence and one query head and walks
 // the keys from position 0 to the tile's last query position, so the work follows the causal
 // triangle. The heaviest tiles are launched first over all heads and sequences (the grid's x is the
@@ -24,6 +28,9 @@
 #include "src/kernels/flash_attention_wgmma.cuh"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
+#include "src/kernels/tma.cuh"
+#include "src/kernels/wgmma.cuh"
+#include "src/kernels/wgmma_gemm.cuh"
 
 namespace itera::kernels::llm {
 namespace {
@@ -76,8 +83,207 @@ struct causal_prefill_policy {
   }
 };
 
+// The warp-specialized causal kernel (sm_90a; ITERA_PREFILL_ATTENTION_WS=1, else the three-block
+// kernel of flash_attention_wgmma.cuh runs): FlashAttention-3's
+// layout of a block. One block takes 128 query rows of one (sequence, head): warpgroup 0's first
+// thread is the producer, asking the TMA for the rows' Q once and for each key tile's K and V
+// ([64][64] boxes of the qkv rows, the 128-byte swizzle the wgmma kernels read) into rings of three
+// stages, full and empty barriers each; warpgroups 1 and 2 each take 64 of the rows and run the
+// wgmma kernel's steps on them (flash_attention_wgmma.cuh: tile_pass, scores, the same softmax,
+// order and roundings), sharing each K and V tile, so a tile is copied once for 128 rows instead
+// of once for 64 and no consumer thread issues a copy. The first warpgroup's rows end 64 keys
+// earlier: it passes over the last key tile, releasing its stages once they have come.
+//
+// Measured on the H200 (llama-3.1-8b, 2048 tokens; docs/perf/2026-12-01-fused-products.md, runs
+// 12-13): the attention itself 3.44-3.49 ms a pass against 3.23-3.29 for the three-block kernel
+// (one block of two consumers an SM, against three of one), yet the whole prefill 0.2-1.1 ms
+// shorter in each of four alternating pairs, its products faster after it (gate/up 22.2-22.5 against
+// 22.5-23.1 ms): the copies made once for 128 rows by the TMA, not twice by every thread, leave
+// the card's 700 W to its clock. FlashAttention-3's turns at the tensor cores (the consumers
+// passing a token after each issue of products, so that one's softmax runs under the other's
+// products) measured the same as none (3.46-3.49 against 3.46-3.47) and were taken out. Not yet
+// the default: its prefill tests passed on the H200 with the turns on and with them switched off
+// at run time (logits equal to the mma.sync kernel's at every position), but this form, the
+// turns' code taken out, has not run there, nor the whole device suite with it on.
+namespace ws {
+
+constexpr int threads = 384, stages = 3, rows = 128;
+template <int D>
+struct layout {
+  static constexpr unsigned q_bytes = flash::tile_q * D * 2;  // one warpgroup's 64 rows
+  static constexpr unsigned tile = flash::tile_k * D * 2;     // a K or V tile
+  static constexpr unsigned q = 0, k = 2 * q_bytes, v = k + stages * tile, bars = v + stages * tile;
+  // q_full, then k_full, k_empty, v_full, v_empty [stages] each
+  static constexpr unsigned bytes = bars + 8 * (1 + 4 * stages);
+};
+
+struct shape {
+  int heads, kv_heads, q_dim, kv_dim;
+  std::int64_t rows_per_seq;
+};
+
+template <class A, int D>
+__global__ void __launch_bounds__(threads, 1)
+    causal_kernel(const __grid_constant__ CUtensorMap map, const shape sh, A* out, float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = layout<D>;
+  constexpr int boxes = D / 64;  // [64][64] boxes a row of D
+  extern __shared__ __align__(1024) unsigned char smem[];
+  // The warpgroup broadcast from lane 0: uniform to the compiler, which otherwise takes the
+  // consumers' branches on it (their key counts, the products they skip) as divergent and
+  // serialises their wgmma.
+  const int tid = static_cast<int>(threadIdx.x), wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int warp = tid % 128 / 32, lane = tid % 32;
+  const unsigned base = smem_addr(smem), bars = base + L::bars;
+  const unsigned q_full = bars, k_full = bars + 8, k_empty = k_full + 8 * stages, v_full = k_empty + 8 * stages,
+                 v_empty = v_full + 8 * stages;
+  const std::int64_t seq = blockIdx.x / sh.heads;
+  const int head = static_cast<int>(blockIdx.x % sh.heads), kv_head = head / (sh.heads / sh.kv_heads);
+  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * rows;
+  const int block_rows = static_cast<int>(min(static_cast<std::int64_t>(rows), sh.rows_per_seq - q0));
+  const int row0 = static_cast<int>(seq * sh.rows_per_seq + q0);  // the block's first row of the pass
+  const int n = static_cast<int>((q0 + block_rows + flash::tile_k - 1) / flash::tile_k);  // key tiles
+  if (tid == 0) {
+    tma::barrier_init(q_full, 1);
+    for (int i = 0; i < stages; ++i) {
+      tma::barrier_init(k_full + 8 * i, 1);
+      tma::barrier_init(v_full + 8 * i, 1);
+      tma::barrier_init(k_empty + 8 * i, 8);  // a warp of each consumer
+      tma::barrier_init(v_empty + 8 * i, 8);
+    }
+    tma::barrier_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    if (tid != 0) return;
+    const int q_col = head * D, k_col = sh.q_dim + kv_head * D, v_col = sh.q_dim + sh.kv_dim + kv_head * D;
+    const int key_row0 = static_cast<int>(seq * sh.rows_per_seq);
+    tma::barrier_expect_bytes(q_full, 2 * L::q_bytes);
+    for (int c = 0; c < 2; ++c)
+      for (int b = 0; b < boxes; ++b)
+        tma::load_2d(base + L::q + c * L::q_bytes + b * 64 * 128, map, q_col + 64 * b, row0 + 64 * c, q_full);
+    for (int j = 0; j < n; ++j) {
+      const int st = j % stages;
+      const unsigned parity = static_cast<unsigned>((j / stages - 1) & 1);
+      const auto load = [&](unsigned full, unsigned empty, unsigned dst, int col) {
+        if (j >= stages) tma::barrier_wait(empty + 8 * st, parity);
+        tma::barrier_expect_bytes(full + 8 * st, L::tile);
+        for (int b = 0; b < boxes; ++b)
+          tma::load_2d(dst + st * L::tile + b * 64 * 128, map, col + 64 * b, key_row0 + 64 * j, full + 8 * st);
+      };
+      load(k_full, k_empty, base + L::k, k_col);
+      load(v_full, v_empty, base + L::v, v_col);
+    }
+    return;
+  }
+
+  const int c = wg - 1, g = lane / 4;
+  flash::block_work<A> w;  // the consumer's 64 rows: their positions and keys
+  w.first_pos = q0 + 64 * c;
+  w.rows = max(0, min(64, block_rows - 64 * c));
+  w.keys = w.first_pos + w.rows;
+  const int nc = w.rows > 0 ? static_cast<int>((w.keys + flash::tile_k - 1) / flash::tile_k) : 0;
+  const int my_first = warp * flash::warp_rows_per_warp;
+  const flash::key_mask<true> allowed(w, my_first, g);
+  flash::warp_rows<D> st;
+  st.reset();
+  flash::sm90::tile_pass<A, D, true> tp{st, allowed, scale_log2, lane};
+  const unsigned q_addr = base + L::q + c * L::q_bytes;
+  const auto k_addr = [&](int j) { return base + L::k + static_cast<unsigned>(j % stages) * L::tile; };
+  const auto v_addr = [&](int j) { return base + L::v + static_cast<unsigned>(j % stages) * L::tile; };
+  const auto parity = [](int j) { return static_cast<unsigned>((j / stages) & 1); };
+  const auto release = [&](unsigned empty, int j) {
+    __syncwarp();
+    if (lane == 0) tma::barrier_arrive(empty + 8 * (j % stages));
+  };
+  if (nc > 0) {
+    tma::barrier_wait(q_full, 0);
+    tma::barrier_wait(k_full, 0);
+    wgmma::fence();
+    flash::sm90::scores<A, D>(tp.s, q_addr, k_addr(0));
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(tp.s);
+    release(k_empty, 0);
+    tp.softmax(0);
+    tp.pack();
+    for (int j = 0; j + 1 < nc; ++j) {
+      tma::barrier_wait(k_full + 8 * ((j + 1) % stages), parity(j + 1));
+      tma::barrier_wait(v_full + 8 * (j % stages), parity(j));
+      wgmma::fence_operands(tp.s);
+      wgmma::fence();
+      flash::sm90::scores<A, D>(tp.s, q_addr, k_addr(j + 1));
+      wgmma::commit();
+      tp.add_pv(j, v_addr(j));
+      wgmma::wait<1>();  // the scores of tile j + 1
+      wgmma::fence_operands(tp.s);
+      release(k_empty, j + 1);
+      tp.softmax(j + 1);
+      wgmma::wait<0>();
+      wgmma::fence_operands(st.o);
+      release(v_empty, j);
+      tp.rescale();
+      tp.pack();
+    }
+    tma::barrier_wait(v_full + 8 * ((nc - 1) % stages), parity(nc - 1));
+    tp.add_pv(nc - 1, v_addr(nc - 1));
+    wgmma::wait<0>();
+    wgmma::fence_operands(st.o);
+    release(v_empty, nc - 1);
+  }
+  // The key tiles past this consumer's rows: released once they have come, so that the producer
+  // goes on.
+  for (int j = nc; j < n; ++j) {
+    tma::barrier_wait(k_full + 8 * (j % stages), parity(j));
+    release(k_empty, j);
+    tma::barrier_wait(v_full + 8 * (j % stages), parity(j));
+    release(v_empty, j);
+  }
+  if (w.rows > 0)
+    flash::store_rows<D, D>(st, out + (static_cast<std::int64_t>(row0) + 64 * c) * sh.q_dim + head * D, sh.q_dim,
+                            my_first, w.rows, lane);
+#else
+  (void)map, (void)sh, (void)out, (void)scale_log2;
+  __trap();  // launched only where wgmma_available()
+#endif
+}
+
+template <class A, int D>
+void launch(const A* qkv, std::int64_t rows_total, const attention_shape& s, float scale, A* out,
+            cudaStream_t stream) {
+  const std::int64_t width = (s.heads + 2 * s.kv_heads) * D;
+  const CUtensorMap map = wgmma::gemm_operand_map(qkv, rows_total, width, 64, "llm prefill attention");
+  const shape sh{static_cast<int>(s.heads), static_cast<int>(s.kv_heads), static_cast<int>(s.heads * D),
+                 static_cast<int>(s.kv_heads * D), s.rows_per_seq};
+  const dim3 grid(static_cast<unsigned>(rows_total / s.rows_per_seq * s.heads),
+                  static_cast<unsigned>((s.rows_per_seq + rows - 1) / rows));
+  constexpr auto kernel = causal_kernel<A, D>;
+  allow_dynamic_shared(reinterpret_cast<const void*>(kernel), layout<D>::bytes);
+  itera::kernels::launch(kernel, grid, threads, layout<D>::bytes, stream, map, sh, out,
+                         scale * 1.4426950408889634f);
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+// Whether the warp-specialized kernel takes this prefill: asked for, where the wgmma kernel would
+// run (attention_choice.hpp; so a test pinning mma.sync still gets it), head_dim 64 or 128, row
+// indices within the TMA's 32-bit coordinates.
+bool takes(const attention_shape& s, std::int64_t rows_total) {
+  static const bool asked = env_switch("ITERA_PREFILL_ATTENTION_WS", false);
+  return asked && (s.head_dim == 64 || s.head_dim == 128) &&
+         attention_kernel_for(static_cast<int>(s.head_dim)) == attention_kernel::wgmma &&
+         rows_total < (std::int64_t{1} << 31) - rows && (s.heads + 2 * s.kv_heads) * s.head_dim < (1 << 30);
+}
+
+}  // namespace ws
+
 template <class A, int D>
 bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
+  if constexpr (D == 64 || D == 128)
+    if (ws::takes(s, rows)) {
+      ws::launch<A, D>(qkv, rows, s, scale, out, stream);
+      return true;
+    }
   const std::int64_t seqs = rows / s.rows_per_seq;
   const dim3 grid(static_cast<unsigned>(seqs * s.heads), static_cast<unsigned>((s.rows_per_seq + tile_q - 1) / tile_q));
   const causal_prefill_policy<A, D> policy{qkv, s, out};
