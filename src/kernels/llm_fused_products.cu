@@ -244,10 +244,8 @@ __global__ void __launch_bounds__(threads, 1)
         int m0, n0;
         tile_origin(t, m_tiles, n_tiles, L::cols, m0, n0);
         for (int j = 0; j < ksteps; ++j, ++g) {
-          const int s = g % stages, use = g / stages;
-          if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
-          const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
-          tma::barrier_expect_bytes(bar, stage_bytes);
+          unsigned bar;
+          const unsigned base = wgmma::fill_stage<stages, stage_bytes>(ring, full, empty, g, bar);
           tma::load_2d(base, x_map, j * tile_k, m0, bar);
           tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
           tma::load_2d(base + x_bytes + box_bytes, w_map, j * tile_k, epilogue.second_box(n0), bar);

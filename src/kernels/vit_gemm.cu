@@ -120,10 +120,8 @@ __global__ void __launch_bounds__(threads, 1)
       for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
         const int n0 = (t % n_tiles) * tile_n, m0 = (t / n_tiles) * tile_m;
         for (int j = 0; j < ksteps; ++j, ++g) {
-          const int s = g % stages, use = g / stages;
-          if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
-          const unsigned bar = full + 8 * s, base = ring + static_cast<unsigned>(s) * stage_bytes;
-          tma::barrier_expect_bytes(bar, stage_bytes);
+          unsigned bar;
+          const unsigned base = wgmma::fill_stage<stages, stage_bytes>(ring, full, empty, g, bar);
           tma::load_2d(base, x_map, j * tile_k, m0, bar);
           tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
         }

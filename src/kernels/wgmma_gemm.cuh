@@ -20,6 +20,18 @@ namespace itera::kernels::wgmma {
 
 constexpr int gemm_tile_k = 64;  // k a stage
 
+// The producer's stage for its g-th step: waited for until both consumers freed it (from its
+// second use on), its full barrier armed for StageBytes; its address, and its barrier in `bar`.
+template <int Stages, unsigned StageBytes>
+__device__ __forceinline__ unsigned fill_stage(unsigned ring, unsigned full, unsigned empty, int g, unsigned& bar) {
+  const int s = g % Stages, use = g / Stages;
+  if (use > 0) tma::barrier_wait(empty + 8 * s, static_cast<unsigned>((use - 1) & 1));
+  bar = full + 8 * s;
+  const unsigned base = ring + static_cast<unsigned>(s) * StageBytes;
+  tma::barrier_expect_bytes(bar, StageBytes);
+  return base;
+}
+
 // Consumer warpgroup c's (rows 64 c .. 64 c + 63 of x's box) products of one tile: d = x w^T over
 // `ksteps` stages, g the block's running count of stages (advanced by ksteps). The previous step's
 // products are waited for before its buffer is freed (one step in flight); the last buffer is
