@@ -115,7 +115,10 @@ struct swiglu_epilogue {
 };
 
 // qkv + bias, RoPE and the cache store: 256 columns a tile, all of q, of k or of v (q_dim and
-// kv_dim are multiples of 256: qkv_rope_store_supported), 256 / head_dim heads; three stages.
+// kv_dim are multiples of 256: qkv_rope_store_supported), 256 / head_dim heads; three stages (a
+// fourth does not fit beside the 256-column staging tile; without a staging tile, the consumers
+// storing the rounded sums to the rows, four stages measured slower: 6.09-6.11 ms a 2048-token
+// pass against 5.74-5.75, docs/perf/2026-12-01-fused-products.md).
 template <class A, class C>
 struct rope_epilogue {
   using layout = product_layout<3, 256>;
@@ -314,17 +317,18 @@ void launch_product(const A* x, std::int64_t rows, const A* w, std::int64_t w_ro
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// What both products take: an sm_90a device, rows and k within the kernel's 32-bit indices, k a
-// multiple of 64.
-bool product_supported(std::int64_t rows, std::int64_t k) {
+// What both products take: an sm_90a device, rows, k and the tile count (n_tiles column tiles a
+// row tile) within the kernel's 32-bit indices, k a multiple of 64.
+bool product_supported(std::int64_t rows, std::int64_t k, std::int64_t n_tiles) {
   return rows >= 1 && rows < (std::int64_t{1} << 31) - tile_m && k >= tile_k && k % tile_k == 0 &&
-         k < (1 << 30) && wgmma_available();
+         k < (1 << 30) && (rows + tile_m - 1) / tile_m * n_tiles < (std::int64_t{1} << 31) && wgmma_available();
 }
 
 }  // namespace
 
 bool gate_up_swiglu_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden) {
-  return product_supported(rows, hidden) && intermediate >= swiglu_epilogue<bf16>::layout::cols &&
+  return product_supported(rows, hidden, intermediate / swiglu_epilogue<bf16>::layout::cols) &&
+         intermediate >= swiglu_epilogue<bf16>::layout::cols &&
          intermediate % swiglu_epilogue<bf16>::layout::cols == 0 && intermediate < (1 << 29) &&
          rows * intermediate < (std::int64_t{1} << 62);
 }
@@ -347,7 +351,8 @@ void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int6
 bool qkv_rope_store_supported(std::int64_t rows, std::int64_t hidden, const attention_shape& s) {
   constexpr std::int64_t cols = rope_epilogue<bf16, bf16>::layout::cols;
   const std::int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
-  return product_supported(rows, hidden) && s.head_dim >= 8 && cols % s.head_dim == 0 && q_dim % cols == 0 &&
+  return product_supported(rows, hidden, (q_dim + 2 * kv_dim) / cols) && s.head_dim >= 8 && cols % s.head_dim == 0 &&
+         q_dim % cols == 0 &&
          kv_dim >= cols && kv_dim % cols == 0 && q_dim + 2 * kv_dim < (1 << 30) && s.rows_per_seq >= 1 &&
          rows * (q_dim + 2 * kv_dim) < (std::int64_t{1} << 62);
 }
