@@ -87,7 +87,8 @@ ojson to_json(const summary& s) {
           {"percentiles", pct},
           {"percentile_method", s.percentile_method},
           {"median_ci", {{"low", s.median_ci_low}, {"high", s.median_ci_high}, {"confidence", s.confidence}}},
-          {"relative_noise", number(s.relative_noise)}};
+          {"relative_noise", number(s.relative_noise)},
+          {"drift", number(s.drift)}};
 }
 
 summary summary_from_json(const ojson& j) {
@@ -106,6 +107,8 @@ summary summary_from_json(const ojson& j) {
   s.median_ci_high = j.at("median_ci").at("high").get<double>();
   s.confidence = j.at("median_ci").at("confidence").get<double>();
   s.relative_noise = number_from(j.at("relative_noise"));
+  // Absent in results written before it was recorded; null when not measured (NaN either way).
+  if (const auto d = j.find("drift"); d != j.end() && !d->is_null()) s.drift = d->get<double>();
   return s;
 }
 

@@ -166,6 +166,15 @@ summary summarize(std::span<const double> samples) {
   s.median_ci_high = sorted[r.high];
   s.relative_noise = r.exact ? relative_half_width(s.median_ci_low, s.median_ci_high, s.median)
                              : std::numeric_limits<double>::infinity();
+  if (n >= drift_min_samples) {
+    const std::size_t quarter = n / 4;
+    std::vector<double> first(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(quarter));
+    std::vector<double> last(samples.end() - static_cast<std::ptrdiff_t>(quarter), samples.end());
+    std::sort(first.begin(), first.end());
+    std::sort(last.begin(), last.end());
+    const double a = quantile_sorted(first, 0.5), b = quantile_sorted(last, 0.5);
+    if (a != 0) s.drift = b / a - 1;
+  }
   return s;
 }
 

@@ -79,12 +79,21 @@ std::string noise_text(const summary& s) {
   return fmt::format("±{:.1f}%", s.relative_noise * 100);
 }
 
+// A drift at least this large goes into a case's note. 2%: on the H200 (700 W cap) the 2048-token
+// llm prefill drifted +1.8 to +2.8% over cases of 4 to 15 s, the 8192^3 GEMM ceiling +1.1 to
+// +1.5%, the copies 0.0-0.1% (docs/perf/data/2026-12-01-gate-up, runs 1, 2, 4 and 10).
+constexpr double drift_note_threshold = 0.02;
+
 std::string case_note(const case_record& r) {
   std::vector<std::string> parts;
   if (r.status != case_status::ok && !r.message.empty()) parts.push_back(r.message);
   if (r.check.checked && !r.check.passed)
     parts.push_back(fmt::format("verification error {} > tolerance {}", sig3(r.check.error), sig3(r.check.tolerance)));
   if (!r.throttle.reasons.empty()) parts.push_back("throttled: " + joined(r.throttle.reasons, ", "));
+  // A case that moved while it was measured: its mean is not its steady state.
+  const std::optional<summary>& st = r.device_stats ? r.device_stats : r.host_stats;
+  if (st && std::isfinite(st->drift) && std::abs(st->drift) >= drift_note_threshold)
+    parts.push_back(fmt::format("drift {:+.1f}% (first quarter of the samples to the last)", st->drift * 100));
   return joined(parts, "; ");
 }
 
@@ -422,12 +431,12 @@ void summary_header(std::vector<std::string>& h, const std::string& p) {
     h.push_back(fmt::format("{}{}_ns", p, name));
     h.push_back(fmt::format("{}{}_reliable", p, name));
   }
-  for (const char* n : {"median_ci_low_ns", "median_ci_high_ns", "relative_noise"}) h.push_back(p + n);
+  for (const char* n : {"median_ci_low_ns", "median_ci_high_ns", "relative_noise", "drift"}) h.push_back(p + n);
 }
 
 void summary_cells(std::vector<std::string>& row, const std::optional<summary>& s) {
   if (!s) {
-    row.insert(row.end(), 6 + 2 * std::size(csv_percentiles) + 3, "");
+    row.insert(row.end(), 6 + 2 * std::size(csv_percentiles) + 4, "");
     return;
   }
   row.push_back(std::to_string(s->count));
@@ -440,6 +449,7 @@ void summary_cells(std::vector<std::string>& row, const std::optional<summary>& 
   row.push_back(exact(s->median_ci_low));
   row.push_back(exact(s->median_ci_high));
   row.push_back(exact(s->relative_noise));
+  row.push_back(std::isnan(s->drift) ? "" : exact(s->drift));
 }
 
 // ---------------------------------------------------------------------------------------------

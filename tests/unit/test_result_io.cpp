@@ -74,6 +74,17 @@ case_record sample_case(const std::string& m) {
   return r;
 }
 
+TEST_F(ResultIo, DriftRoundTripsAndIsAbsentFromOlderResults) {
+  summary s;
+  s.drift = 0.025;
+  const ojson j = to_json(s);
+  EXPECT_EQ(j.at("drift").get<double>(), 0.025);
+  EXPECT_EQ(summary_from_json(j).drift, 0.025);
+  ojson older = j;
+  older.erase("drift");  // results written before drift was recorded
+  EXPECT_TRUE(std::isnan(summary_from_json(older).drift));
+}
+
 TEST_F(ResultIo, RoundTripsWhatResultStreamWrites) {
   {
     result_stream out(path("run.jsonl"));
@@ -101,6 +112,7 @@ TEST_F(ResultIo, RoundTripsWhatResultStreamWrites) {
   EXPECT_FALSE(r.device_stats.has_value());
   EXPECT_EQ(r.host_stats->median, 100.5);
   EXPECT_TRUE(std::isinf(r.host_stats->relative_noise));  // null in JSON, infinity again in memory
+  EXPECT_TRUE(std::isnan(r.host_stats->drift));            // not measured (3 samples): null, NaN again
   ASSERT_EQ(r.host_stats->percentiles.size(), 2u);
   EXPECT_EQ(r.host_stats->percentiles[1].q, 0.999);
   EXPECT_EQ(r.throttle.reasons, std::vector<std::string>{"sw_power_cap"});

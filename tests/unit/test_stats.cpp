@@ -270,6 +270,28 @@ TEST(stats_summarize, small_known_sample) {
   EXPECT_EQ(s.relative_noise, inf);  // n < 6
 }
 
+// drift: the last quarter's median over the first quarter's, in the order the samples came.
+TEST(stats_summarize, drift_compares_the_last_quarter_with_the_first) {
+  const std::vector<double> ramp = iota_data(16, 1);  // 1 .. 16: quarters {1..4} and {13..16}
+  EXPECT_DOUBLE_EQ(summarize(ramp).drift, 14.5 / 2.5 - 1);
+  std::vector<double> down(ramp.rbegin(), ramp.rend());
+  EXPECT_DOUBLE_EQ(summarize(down).drift, 2.5 / 14.5 - 1);
+  // A card slowing by 3% halfway through: the median hardly moves, the drift says it.
+  std::vector<double> slowing(40, 100.0);
+  for (std::size_t i = 20; i < slowing.size(); ++i) slowing[i] = 103.0;
+  const summary s = summarize(slowing);
+  EXPECT_NEAR(s.drift, 0.03, 1e-12);
+  EXPECT_EQ(summarize(std::vector<double>(12, 5.0)).drift, 0);
+}
+
+TEST(stats_summarize, drift_needs_eight_samples) {
+  EXPECT_TRUE(std::isnan(summarize(iota_data(7, 1)).drift));
+  EXPECT_FALSE(std::isnan(summarize(iota_data(8, 1)).drift));  // quarters of two: {1, 2} and {7, 8}
+  EXPECT_DOUBLE_EQ(summarize(iota_data(8, 1)).drift, 7.5 / 1.5 - 1);
+  EXPECT_TRUE(std::isnan(summarize(std::vector<double>{}).drift));
+  EXPECT_TRUE(std::isnan(summarize(std::vector<double>(10, 0.0)).drift));  // a first quarter of zeros
+}
+
 TEST(stats_summarize, one_to_ten_noise_from_second_and_ninth_values) {
   const summary s = summarize(iota_data(10, 1));
   EXPECT_EQ(s.median_ci_low, 2);

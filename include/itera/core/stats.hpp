@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,8 +29,13 @@ struct summary {
   // Half-width of the median's confidence interval relative to the median: the noise the
   // stopping rule drives down. Infinity when the interval cannot be formed (n < 6).
   double relative_noise = 0;
+  // The median of the last quarter of the samples, in the order they were taken, over the median
+  // of the first quarter, minus 1: how far the case moved while it was measured (a card slowing
+  // as its power cap bites, a cache warming up). NaN below drift_min_samples samples.
+  double drift = std::numeric_limits<double>::quiet_NaN();
   std::string percentile_method = percentile_method_name;
 };
+inline constexpr std::size_t drift_min_samples = 8;
 
 // Quantile q in [0,1] of sorted data by Hyndman & Fan 7. Empty input is an error.
 double quantile_sorted(std::span<const double> sorted, double q);
