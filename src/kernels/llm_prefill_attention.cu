@@ -211,20 +211,18 @@ __global__ void __launch_bounds__(threads, 1)
     for (int j = 0; j + 1 < nc; ++j) {
       tma::barrier_wait(k_full + 8 * ((j + 1) % stages), parity(j + 1));
       tma::barrier_wait(v_full + 8 * (j % stages), parity(j));
-      wgmma::fence_operands(tp.s);
-      wgmma::fence();
-      flash::sm90::scores<A, D>(tp.s, q_addr, k_addr(j + 1));
-      wgmma::commit();
-      tp.add_pv(j, v_addr(j));
-      wgmma::wait<1>();  // the scores of tile j + 1
-      wgmma::fence_operands(tp.s);
-      release(k_empty, j + 1);
-      tp.softmax(j + 1);
-      wgmma::wait<0>();
-      wgmma::fence_operands(st.o);
-      release(v_empty, j);
-      tp.rescale();
-      tp.pack();
+      // K(j + 1) is free once its scores are done, V(j) once P V of tile j is.
+      flash::sm90::overlapped_step<A, D>(
+          tp.s, st.o, q_addr, k_addr(j + 1), j, [&](int t) { tp.add_pv(t, v_addr(t)); },
+          [&](int t) {
+            release(k_empty, t);
+            tp.softmax(t);
+          },
+          [&] {
+            release(v_empty, j);
+            tp.rescale();
+          },
+          [&] { tp.pack(); });
     }
     tma::barrier_wait(v_full + 8 * ((nc - 1) % stages), parity(nc - 1));
     tp.add_pv(nc - 1, v_addr(nc - 1));

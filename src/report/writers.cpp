@@ -425,18 +425,22 @@ const percentile_value* find_percentile(const summary& s, double q) {
 
 constexpr std::pair<double, const char*> csv_percentiles[] = {{0.90, "p90"}, {0.95, "p95"}, {0.99, "p99"}, {0.999, "p99.9"}};
 
+// A summary's CSV columns: these, two a percentile, then the tail's.
+constexpr const char* summary_head[] = {"count", "min_ns", "median_ns", "mean_ns", "stdev_ns", "max_ns"};
+constexpr const char* summary_tail[] = {"median_ci_low_ns", "median_ci_high_ns", "relative_noise", "drift"};
+
 void summary_header(std::vector<std::string>& h, const std::string& p) {
-  for (const char* n : {"count", "min_ns", "median_ns", "mean_ns", "stdev_ns", "max_ns"}) h.push_back(p + n);
+  for (const char* n : summary_head) h.push_back(p + n);
   for (const auto& [q, name] : csv_percentiles) {
     h.push_back(fmt::format("{}{}_ns", p, name));
     h.push_back(fmt::format("{}{}_reliable", p, name));
   }
-  for (const char* n : {"median_ci_low_ns", "median_ci_high_ns", "relative_noise", "drift"}) h.push_back(p + n);
+  for (const char* n : summary_tail) h.push_back(p + n);
 }
 
 void summary_cells(std::vector<std::string>& row, const std::optional<summary>& s) {
   if (!s) {
-    row.insert(row.end(), 6 + 2 * std::size(csv_percentiles) + 4, "");
+    row.insert(row.end(), std::size(summary_head) + 2 * std::size(csv_percentiles) + std::size(summary_tail), "");
     return;
   }
   row.push_back(std::to_string(s->count));
