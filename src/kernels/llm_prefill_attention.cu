@@ -2,9 +2,9 @@
 // flash_attention.cuh and flash_attention_wgmma.cuh (launch_attention picks one) under the causal
 // policy below.
 //
-// With ITERA_PREFILL_ATTENTION_WS=1, on sm_90a at head_dim 64 and 128, the warp-specialized kernel
-// below (namespace ws) runs instead: 128 rows a block, K and V copied by the TMA for two consumer
-// warpgroups.
+// On sm_90a at head_dim 64 and 128 the warp-specialized kernel below (namespace ws) runs instead:
+// 128 rows a block, K and V copied by the TMA for two consumer warpgroups
+// (ITERA_PREFILL_ATTENTION_WS=0 keeps the kernels above, for comparisons).
 //
 // One block takes a tile of 64 consecutive query rows of one sequence and one query head and walks
 // the keys from position 0 to the tile's last query position, so the work follows the causal
@@ -83,7 +83,7 @@ struct causal_prefill_policy {
   }
 };
 
-// The warp-specialized causal kernel (sm_90a; ITERA_PREFILL_ATTENTION_WS=1, else the three-block
+// The warp-specialized causal kernel (sm_90a; with ITERA_PREFILL_ATTENTION_WS=0 the three-block
 // kernel of flash_attention_wgmma.cuh runs): FlashAttention-3's
 // layout of a block. One block takes 128 query rows of one (sequence, head): warpgroup 0's first
 // thread is the producer, asking the TMA for the rows' Q once and for each key tile's K and V
@@ -101,10 +101,10 @@ struct causal_prefill_policy {
 // 22.5-23.1 ms): the copies made once for 128 rows by the TMA, not twice by every thread, leave
 // the card's 700 W to its clock. FlashAttention-3's turns at the tensor cores (the consumers
 // passing a token after each issue of products, so that one's softmax runs under the other's
-// products) measured the same as none (3.46-3.49 against 3.46-3.47) and were taken out. Not yet
-// the default: its prefill tests passed on the H200 with the turns on and with them switched off
-// at run time (logits equal to the mma.sync kernel's at every position), but this form, the
-// turns' code taken out, has not run there, nor the whole device suite with it on.
+// products) measured the same as none (3.46-3.49 against 3.46-3.47) and were taken out. This form
+// (2a4c7d4) on the H200 (docs/perf/2026-12-01-ws-fp8-step.md, run 1): the llm, prefill and attention
+// device tests passed with it; the prefill held 4 s, 48.20-48.25 ms against 48.33-48.45 for the
+// three-block kernel, alternating. Hence the default.
 namespace ws {
 
 constexpr int threads = 384, stages = 3, rows = 128;
@@ -264,11 +264,11 @@ void launch(const A* qkv, std::int64_t rows_total, const attention_shape& s, flo
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-// Whether the warp-specialized kernel takes this prefill: asked for, where the wgmma kernel would
+// Whether the warp-specialized kernel takes this prefill: not switched off, where the wgmma kernel would
 // run (attention_choice.hpp; so a test pinning mma.sync still gets it), head_dim 64 or 128, row
 // indices within the TMA's 32-bit coordinates.
 bool takes(const attention_shape& s, std::int64_t rows_total) {
-  static const bool asked = env_switch("ITERA_PREFILL_ATTENTION_WS", false);
+  static const bool asked = env_switch("ITERA_PREFILL_ATTENTION_WS", true);
   return asked && (s.head_dim == 64 || s.head_dim == 128) &&
          attention_kernel_for(static_cast<int>(s.head_dim)) == attention_kernel::wgmma &&
          rows_total < (std::int64_t{1} << 31) - rows && (s.heads + 2 * s.kv_heads) * s.head_dim < (1 << 30);
