@@ -368,7 +368,9 @@ __device__ void produce(const step_params& p, unsigned ring, unsigned full, unsi
 // inside a step is the same permutation for A and B, so the products pair up. Rows longer than an
 // eighth of a slot come in parts (phase_geometry), the sums carried over them in four accumulators
 // (one per instruction of a step: independent chains). Every part's inputs are a multiple of 128
-// (plan_for). Returns the rows the block took.
+// (plan_for). Returns the rows the block took. (The weight loads read each bank
+// twice as often as needed; a layout without it, x's four columns in B and x kept in registers,
+// made the step 14-40 us slower on the H200: docs/perf/2026-12-01-ws-fp8-step.md.)
 __device__ int consume_fp8_tiles(const phase_geometry& g, const unsigned char* ring_ptr, unsigned full, unsigned empty,
                                  ring_cursor& rc, const void* xs, float* red, int red_rows, unsigned long long* tt) {
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
