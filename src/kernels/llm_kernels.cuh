@@ -121,6 +121,11 @@ bool prefill_attention_supported(const attention_shape& s);
 template <class A>
 bool prefill_attention(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out,
                        cudaStream_t stream);
+// Whether the prefill of `rows` rows runs the warp-specialized kernel (sm_90a, head_dim 64 or 128,
+// where the wgmma kernel would run) rather than the three-block one; ITERA_PREFILL_ATTENTION_WS=0
+// turns it off, and a test may override the switch (std::nullopt: the environment's choice again).
+bool prefill_attention_warp_specialized(const attention_shape& s, std::int64_t rows);
+void override_prefill_attention_warp_specialized(std::optional<bool> on);
 // The dynamic shared memory attention needs, and whether the device allows it (sets the kernel's
 // attribute when above the default 48 KiB). Throws when max_context is too long for this kernel.
 template <class A>

@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "itera/cuda/check.hpp"
 #include "src/kernels/flash_attention_wgmma.cuh"
@@ -264,12 +265,14 @@ void launch(const A* qkv, std::int64_t rows_total, const attention_shape& s, flo
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
-// Whether the warp-specialized kernel takes this prefill: not switched off, where the wgmma kernel would
-// run (attention_choice.hpp; so a test pinning mma.sync still gets it), head_dim 64 or 128, row
-// indices within the TMA's 32-bit coordinates.
+// ITERA_PREFILL_ATTENTION_WS=0 keeps the three-block kernel (A/B runs); a test may override it.
+overridable_switch ws_switch{"ITERA_PREFILL_ATTENTION_WS", true};
+
+// Whether the warp-specialized kernel takes this prefill: switched on, where the wgmma kernel
+// would run (attention_choice.hpp; so a test pinning mma.sync still gets it), head_dim 64 or 128,
+// row indices within the TMA's 32-bit coordinates.
 bool takes(const attention_shape& s, std::int64_t rows_total) {
-  static const bool asked = env_switch("ITERA_PREFILL_ATTENTION_WS", true);
-  return asked && (s.head_dim == 64 || s.head_dim == 128) &&
+  return ws_switch.on() && (s.head_dim == 64 || s.head_dim == 128) &&
          attention_kernel_for(static_cast<int>(s.head_dim)) == attention_kernel::wgmma &&
          rows_total < (std::int64_t{1} << 31) - rows && (s.heads + 2 * s.kv_heads) * s.head_dim < (1 << 30);
 }
@@ -291,6 +294,10 @@ bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, floa
 }
 
 }  // namespace
+
+bool prefill_attention_warp_specialized(const attention_shape& s, std::int64_t rows) { return ws::takes(s, rows); }
+
+void override_prefill_attention_warp_specialized(std::optional<bool> on) { ws::ws_switch.override(on); }
 
 bool prefill_attention_supported(const attention_shape& s) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0) return false;

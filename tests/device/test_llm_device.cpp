@@ -21,9 +21,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "itera/core/recorder.hpp"
@@ -99,6 +101,15 @@ model_config tiny_at_head_dim(std::int64_t head_dim, std::int64_t heads, std::in
 }
 
 class llm_cuda : public itera::test::cuda_test {};
+
+// The prefill attention's warp-specialized kernel switched on or off for a scope.
+class ws_scope {
+ public:
+  explicit ws_scope(bool on) { itera::kernels::llm::override_prefill_attention_warp_specialized(on); }
+  ~ws_scope() { itera::kernels::llm::override_prefill_attention_warp_specialized(std::nullopt); }
+  ws_scope(const ws_scope&) = delete;
+  ws_scope& operator=(const ws_scope&) = delete;
+};
 
 TEST_F(llm_cuda, tiny_matches_cpu_reference) {
   const model_config c = preset("tiny");
@@ -490,10 +501,11 @@ TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
 }
 
 // The causal prefill attention through many key tiles at the head dims of real models, on each
-// tensor-core kernel this device runs (attention_choice.hpp: wgmma on an H100/H200, mma.sync):
+// tensor-core kernel this device runs (attention_choice.hpp: on an H100/H200 the warp-specialized
+// wgmma kernel, the three-block wgmma kernel (ITERA_PREFILL_ATTENTION_WS=0), then mma.sync):
 // 333 tokens (six key tiles, the last partial, so the wgmma kernel's three-buffer ring wraps and
 // its diagonal tiles fall mid-tile), two sequences, logits of every 37th position and the last
-// against the cpu reference, and the two kernels' logits against each other; in bf16 and in fp16
+// against the cpu reference, and the kernels' logits against the first's; in bf16 and in fp16
 // compute (fp16 weights and cache: the kernels' f16 mma.sync and wgmma instructions).
 TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
   using itera::kernels::attention_kernel;
@@ -519,11 +531,19 @@ TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
         want[static_cast<std::size_t>(b)] =
             ref.prefill(seq, std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
       }
+      const itera::kernels::llm::attention_shape shape{c.heads, c.kv_heads, c.head_dim, opts.max_context, prompt};
       std::vector<std::vector<float>> got;
-      for (const auto k : {attention_kernel::wgmma, attention_kernel::mma_sync}) {
+      std::vector<std::string> names;
+      for (const auto& [k, warp_specialized] :
+           {std::pair{attention_kernel::wgmma, true}, std::pair{attention_kernel::wgmma, false},
+            std::pair{attention_kernel::mma_sync, false}}) {
         const itera::test::attention_kernel_scope choice(k);
         const auto ran = itera::kernels::attention_kernel_for(head_dim);
         if (ran != k) continue;  // no wgmma kernel on this device: mma.sync is the other pass
+        const ws_scope ws(warp_specialized);
+        if (itera::kernels::llm::prefill_attention_warp_specialized(shape, batch * prompt) != warp_specialized) continue;
+        names.push_back(std::string(warp_specialized ? "warp-specialized " : "") +
+                        itera::kernels::attention_kernel_name(ran));
         cuda_engine eng(*m_dev, w, opts);
         got.push_back(eng.prefill(ids, prompt, true));
         const auto& logits = got.back();
@@ -537,19 +557,19 @@ TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
                 normalised_error(logits.data() + static_cast<std::size_t>(b * prompt + t) * vocab,
                                  want[static_cast<std::size_t>(b)].data() + static_cast<std::size_t>(t) * vocab, vocab);
             worst = std::max(worst, e);
-            EXPECT_LT(e, tolerance) << itera::kernels::attention_kernel_name(ran) << ", sequence " << b << ", position "
-                                    << t;
+            EXPECT_LT(e, tolerance) << names.back() << ", sequence " << b << ", position " << t;
           }
         std::printf("causal prefill of %lld tokens, %s compute, head_dim %d, %s: worst sampled logits error %.3g "
                     "(tolerance %.3g)\n",
                     static_cast<long long>(prompt), std::string(dtype_name(compute)).c_str(), head_dim,
-                    itera::kernels::attention_kernel_name(ran), worst, tolerance);
+                    names.back().c_str(), worst, tolerance);
       }
-      if (got.size() == 2) {
-        const double between = normalised_error(got[0].data(), got[1].data(), got[0].size());
-        std::printf("%s compute, head_dim %d: wgmma against mma.sync, all %lld positions: normalised difference %.3g\n",
-                    std::string(dtype_name(compute)).c_str(), head_dim, static_cast<long long>(batch * prompt), between);
-        EXPECT_LT(between, tolerance);
+      for (std::size_t i = 1; i < got.size(); ++i) {
+        const double between = normalised_error(got[0].data(), got[i].data(), got[0].size());
+        std::printf("%s compute, head_dim %d: %s against %s, all %lld positions: normalised difference %.3g\n",
+                    std::string(dtype_name(compute)).c_str(), head_dim, names[0].c_str(), names[i].c_str(),
+                    static_cast<long long>(batch * prompt), between);
+        EXPECT_LT(between, tolerance) << names[0] << " against " << names[i];
       }
     }
 }
