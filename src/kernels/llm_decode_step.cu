@@ -677,10 +677,8 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
     const bool is_k = g == group;
     const int col = is_k ? q_dim + kvh * HD : (kvh * group + g) * HD;
     const float x1 = load_activation<A>(qkv, bias, col + d), x2 = load_activation<A>(qkv, bias, col + d + HALF);
-    const float angle = static_cast<float>(pos) * p.inv_freq[d];
-    float sn = 0, c = 0;
-    sincosf(angle, &sn, &c);
-    const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
+    const float2 y = rope_rotate(x1, x2, rope_cos_sin(pos, p.inv_freq[d]));
+    const float y1 = y.x, y2 = y.y;
     if (is_k) {
       const C k1 = to_cache<C>(y1), k2 = to_cache<C>(y2);
       C* dst = static_cast<C*>(L.k_cache) + (static_cast<std::size_t>(kvh) * p.max_context + pos) * HD;

@@ -44,6 +44,20 @@ __device__ __forceinline__ C to_cache(float v) {
     return static_cast<fp8_code>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
+// RoPE (rotate_half): the angle of inverse frequency inv_freq at `pos` in fp32, its cosine and
+// sine by sincosf (the reference rounds double ones: within an ulp or two), and the pair
+// (x[i], x[i + half]) rotated by them. Every kernel that rotates q or k calls these, so that the
+// unfused, fused and one-kernel decode paths give the same bits.
+template <class I>
+__device__ __forceinline__ float2 rope_cos_sin(I pos, float inv_freq) {
+  float sn = 0, c = 0;
+  sincosf(static_cast<float>(pos) * inv_freq, &sn, &c);
+  return make_float2(c, sn);
+}
+__device__ __forceinline__ float2 rope_rotate(float x1, float x2, float2 cs) {
+  return make_float2(x1 * cs.x - x2 * cs.y, x2 * cs.x + x1 * cs.y);
+}
+
 // Row t's position and sequence in a pass of per_seq rows a sequence, sequence i starting at
 // start[i].
 __device__ __forceinline__ std::int64_t row_position(const std::int32_t* start, std::int64_t t, std::int64_t per_seq,

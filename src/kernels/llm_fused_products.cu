@@ -188,10 +188,8 @@ struct rope_epilogue {
       float y1[4], y2[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        float sn = 0, c = 0;
-        sincosf(static_cast<float>(pos) * freq[j], &sn, &c);
-        y1[j] = x1[j] * c - x2[j] * sn;
-        y2[j] = x2[j] * c + x1[j] * sn;
+        const float2 y = rope_rotate(x1[j], x2[j], rope_cos_sin(pos, freq[j]));
+        y1[j] = y.x, y2[j] = y.y;
       }
       store4(row + col, y1), store4(row + col + half, y2);
       if (is_k && in_cache) {

@@ -166,12 +166,8 @@ __global__ void bias_rope_store_kernel(A* qkv, const A* bias, const float* inv_f
       if (!is_q && !in_cache) continue;
       const std::int64_t col = is_q ? head * hd : q_dim + (head - s.heads) * hd;
       const float x1 = value(col + i), x2 = value(col + i + half);
-      // The angle in fp32 as the reference; its cosine and sine in fp32 (the reference rounds
-      // double ones: within an ulp or two).
-      const float angle = static_cast<float>(pos) * inv_freq[i];
-      float sn = 0, c = 0;
-      sincosf(angle, &sn, &c);
-      const float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
+      const float2 y = rope_rotate(x1, x2, rope_cos_sin(pos, inv_freq[i]));
+      const float y1 = y.x, y2 = y.y;
       if (is_q || keep_rows) {
         row[col + i] = from_float<A>(y1);
         row[col + i + half] = from_float<A>(y2);
@@ -307,11 +303,7 @@ __global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* i
   // The row's cosines and sines, once a block (every head rotates by the same angles): the same
   // angle and sincosf as each rotation computed before, so the same bits.
   __shared__ float2 rot[rope_max_half];
-  for (std::int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    float sn = 0, c = 0;
-    sincosf(static_cast<float>(pos) * inv_freq[i], &sn, &c);
-    rot[i] = make_float2(c, sn);
-  }
+  for (std::int64_t i = threadIdx.x; i < half; i += blockDim.x) rot[i] = rope_cos_sin(pos, inv_freq[i]);
   __syncthreads();
   // A row's items and columns in 32 bits (its width is under 2^31: launch_bias_rope_store): the
   // 64-bit divisions an item took had made the kernel bound by its instructions' issue (Nsight
@@ -341,9 +333,8 @@ __global__ void bias_rope_store_vec_kernel(A* qkv, const A* bias, const float* i
       float y1[4], y2[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float2 cs = rot[i + j];
-        y1[j] = x1[j] * cs.x - x2[j] * cs.y;
-        y2[j] = x2[j] * cs.x + x1[j] * cs.y;
+        const float2 y = rope_rotate(x1[j], x2[j], rot[i + j]);
+        y1[j] = y.x, y2[j] = y.y;
       }
       if constexpr (std::is_same_v<C, A> && !keep_rows) {
         // A decode into a 16-bit cache: one store through a pointer chosen between the row and the

@@ -48,13 +48,8 @@ namespace k = itera::kernels::llm;
 
 class llm_decode_step : public itera::test::cuda_test {};
 
-// Sets the kernel's switch for the scope (engines made inside it keep their choice).
-struct step_switch {
-  explicit step_switch(bool on) { k::override_decode_step(on); }
-  ~step_switch() { k::override_decode_step(std::nullopt); }
-  step_switch(const step_switch&) = delete;
-  step_switch& operator=(const step_switch&) = delete;
-};
+// The one-kernel step switched on or off for the scope (engines made inside it keep their choice).
+using step_switch = itera::test::override_scope<bool, &k::override_decode_step>;
 
 struct step_case {
   const char* name;

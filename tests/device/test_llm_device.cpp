@@ -103,13 +103,7 @@ model_config tiny_at_head_dim(std::int64_t head_dim, std::int64_t heads, std::in
 class llm_cuda : public itera::test::cuda_test {};
 
 // The prefill attention's warp-specialized kernel switched on or off for a scope.
-class ws_scope {
- public:
-  explicit ws_scope(bool on) { itera::kernels::llm::override_prefill_attention_warp_specialized(on); }
-  ~ws_scope() { itera::kernels::llm::override_prefill_attention_warp_specialized(std::nullopt); }
-  ws_scope(const ws_scope&) = delete;
-  ws_scope& operator=(const ws_scope&) = delete;
-};
+using ws_scope = itera::test::override_scope<bool, &itera::kernels::llm::override_prefill_attention_warp_specialized>;
 
 TEST_F(llm_cuda, tiny_matches_cpu_reference) {
   const model_config c = preset("tiny");

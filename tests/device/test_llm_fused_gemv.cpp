@@ -228,10 +228,7 @@ TEST_F(llm_fused_gemv, fp8_products_on_tensor_cores_match_cuda_cores) {
   if (!k::gemv_fp8_on_tensor_cores(1, 4096))
     GTEST_SKIP() << "the fp8 products run on tensor cores where fp8 conversions are in hardware (compute capability "
                     "8.9 and later), with ITERA_LLM_FP8_MMA_GEMV unset or 1: not here";
-  struct override_scope {
-    explicit override_scope(bool on) { k::override_gemv_fp8_on_tensor_cores(on); }
-    ~override_scope() { k::override_gemv_fp8_on_tensor_cores(std::nullopt); }
-  };
+  using override_scope = itera::test::override_scope<bool, &k::override_gemv_fp8_on_tensor_cores>;
   random_source rng(20261130);
   struct shape {
     std::int64_t out_rows, in, max_tokens;

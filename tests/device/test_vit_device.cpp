@@ -97,13 +97,7 @@ double rms(const std::vector<float>& v) {
 
 // attention() with the persistent kernel allowed or not for the life of a scope
 // (vit_kernels.cuh: override_attention_persistent), then the environment's choice again.
-class persistent_attention_scope {
- public:
-  explicit persistent_attention_scope(bool on) { kernels::vit::override_attention_persistent(on); }
-  ~persistent_attention_scope() { kernels::vit::override_attention_persistent(std::nullopt); }
-  persistent_attention_scope(const persistent_attention_scope&) = delete;
-  persistent_attention_scope& operator=(const persistent_attention_scope&) = delete;
-};
+using persistent_attention_scope = test::override_scope<bool, &kernels::vit::override_attention_persistent>;
 
 class vit_device_test : public test::cuda_test {
  protected:

@@ -22,14 +22,19 @@ class cuda_test : public ::testing::Test {
   std::unique_ptr<backend> m_dev;
 };
 
-// The tensor-core attention kernel for the life of a scope (attention_choice.hpp), then the
-// environment's choice again: lets one test run both kernels.
-class attention_kernel_scope {
+// A kernel choice a test pins for the life of a scope through its override function (an
+// overridable_switch's, launch.cuh, or attention_choice.hpp's), then the environment's choice
+// again: lets one test run both kernels. Engines made inside the scope keep the choice they read.
+template <class T, void (*Override)(std::optional<T>)>
+class override_scope {
  public:
-  explicit attention_kernel_scope(kernels::attention_kernel k) { kernels::override_attention_kernel(k); }
-  ~attention_kernel_scope() { kernels::override_attention_kernel(std::nullopt); }
-  attention_kernel_scope(const attention_kernel_scope&) = delete;
-  attention_kernel_scope& operator=(const attention_kernel_scope&) = delete;
+  explicit override_scope(T choice) { Override(choice); }
+  ~override_scope() { Override(std::nullopt); }
+  override_scope(const override_scope&) = delete;
+  override_scope& operator=(const override_scope&) = delete;
 };
+
+// The tensor-core attention kernel (attention_choice.hpp).
+using attention_kernel_scope = override_scope<kernels::attention_kernel, &kernels::override_attention_kernel>;
 
 }  // namespace itera::test
