@@ -13,19 +13,22 @@ bool is_precision_axis(const std::string& name) {
   return std::find(p.begin(), p.end(), name) != p.end();
 }
 
-// Bytes a value of the named storage type; 0 where the name is not one.
+// Bytes a value of the named storage type; 0 where the name is not one. "16bit": the llm
+// workload's LM head in the weights' 16-bit type.
 int bytes_of(const std::string* type) {
   if (!type) return 0;
   if (*type == "fp32") return 4;
-  if (*type == "bf16" || *type == "fp16") return 2;
+  if (*type == "bf16" || *type == "fp16" || *type == "16bit") return 2;
   if (type->rfind("fp8", 0) == 0) return 1;
   return 0;
 }
 
-// Wider first: more bytes a weight, then a cached value, then bf16 compute before the others.
-std::tuple<int, int, int> width_of(const case_record& r) {
+// Wider first: more bytes a weight, then an LM head's weight, then a cached value, then bf16
+// compute before the others.
+std::tuple<int, int, int, int> width_of(const case_record& r) {
   const std::string* compute = r.find_axis("compute");
-  return {bytes_of(r.find_axis("weights")), bytes_of(r.find_axis("kv")), compute && *compute == "bf16" ? 1 : 0};
+  return {bytes_of(r.find_axis("weights")), bytes_of(r.find_axis("lm_head")), bytes_of(r.find_axis("kv")),
+          compute && *compute == "bf16" ? 1 : 0};
 }
 
 std::optional<double> metric_of(const case_record& r, const std::string& name) {
@@ -36,7 +39,7 @@ std::optional<double> metric_of(const case_record& r, const std::string& name) {
 }  // namespace
 
 const std::vector<std::string>& precision_axes() {
-  static const std::vector<std::string> names = {"weights", "kv", "compute"};
+  static const std::vector<std::string> names = {"weights", "lm_head", "kv", "compute"};
   return names;
 }
 

@@ -3,10 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
-#include <tuple>
+#include <utility>
 
 #include "itera/core/errors.hpp"
 
@@ -68,18 +68,14 @@ bool overridable_switch::on() {
 
 void allow_dynamic_shared(const void* kernel, std::size_t bytes) {
   static std::mutex mutex;
-  static std::set<std::tuple<int, const void*, std::size_t>> done;
+  static std::map<std::pair<int, const void*>, std::size_t> allowed;  // the attribute as last set
   int device = 0;
   ITERA_CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard lock(mutex);
-  if (!done.emplace(device, kernel, bytes).second) return;
-  try {
-    ITERA_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  } catch (...) {
-    done.erase(std::make_tuple(device, kernel, bytes));
-    throw;
-  }
+  std::size_t& now = allowed[{device, kernel}];
+  if (bytes <= now) return;  // a larger opt-in covers a smaller launch
+  ITERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  now = bytes;
 }
 
 bool programmatic_launch_enabled() {

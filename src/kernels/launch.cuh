@@ -70,8 +70,11 @@ class overridable_switch {
 // kernel runs: attention_choice.hpp.
 bool wgmma_available();
 // Opts `kernel` in to `bytes` of dynamic shared memory (past the 48 KiB default) on the current
-// device, once per (device, kernel, bytes): the attribute belongs to the device, so a process that
-// launches on two GPUs sets it on each.
+// device: the attribute belongs to the device, so a process that launches on two GPUs sets it on
+// each. It only ever grows: a launch needing fewer bytes keeps the larger opt-in (setting it to
+// each launch's own size, then skipping sizes set before, left a kernel opted in to less than a
+// later launch needed: the second fp8 batch-1 case of one `itera bench` process, after the first
+// case's quality engines with a shorter context, found its decode step "does not fit an SM").
 void allow_dynamic_shared(const void* kernel, std::size_t bytes);
 
 // A launch's attributes for cudaLaunchKernelEx: a thread block cluster of `cluster` blocks (none

@@ -727,7 +727,7 @@ section memory_section(const std::vector<case_ref>& all, const run_names& labels
 
 section precision_section(const std::vector<result_set>& sets, const run_names& labels) {
   section s{"precision", "Precision against speed",
-            "Cases of one run that differ only in their precision axes (weights, kv, compute): each one's decode "
+            "Cases of one run that differ only in their precision axes (weights, lm_head, kv, compute): each one's decode "
             "rate (throughput/decode_tokens_per_s) over that of the group's widest case (the most bytes a weight, "
             "then a cached value), with the quality figures the case measured against its reference beside it "
             "(quality/logits_rel_error, quality/top1_agreement). Only rates from the same run are divided: the "
@@ -765,7 +765,7 @@ section precision_section(const std::vector<result_set>& sets, const run_names& 
   }
   if (s.charts.empty())
     s.charts.push_back(empty_chart("precision", s.id, "Precision against speed",
-                                   "no run holds two finished cases that differ only in weights, kv or compute "
+                                   "no run holds two finished cases that differ only in weights, lm_head, kv or compute "
                                    "(the llm workload with --axis weights=bf16,fp8_e4m3 makes such a pair)."));
   return s;
 }

@@ -161,6 +161,37 @@ TEST_F(llm_decode_step, matches_per_layer_kernels_and_cpu_reference) {
   }
 }
 
+
+// Engines of one step kernel with different contexts in one process (an `itera bench` sweep: a
+// case, its quality engines with a shorter context, the next case): the kernel's shared memory
+// grows with the context (the attention's keys held there), and a long context after a short one
+// after a long one must still get its size (the opt-in once kept per size was lowered by the short
+// one and never raised again: "does not fit an SM"). The third engine's step equals the first's.
+TEST_F(llm_decode_step, long_context_after_a_short_one_gets_its_shared_memory) {
+  const step_case sc{"bf16", dtype::bf16, dtype::bf16, dtype::bf16, false, 1500, 2e-2};
+  const model_config c = config_for(sc);
+  const model_weights w = random_weights(c, dtype::bf16, 20261201);
+  step_switch on(true);
+  std::vector<float> first;
+  for (const std::int64_t prompt : {1500, 37, 1500}) {
+    SCOPED_TRACE(std::to_string(prompt) + "-token prompt");
+    engine_options opts;
+    opts.batch = 1;
+    opts.max_prompt = prompt;
+    opts.max_context = prompt + 2;
+    const std::vector<std::int32_t> ids = random_ids(c, prompt, 5);
+    cuda_engine eng(*m_dev, w, opts);
+    (void)eng.prefill(ids, prompt);
+    std::vector<float> logits;
+    ASSERT_NO_THROW(logits = eng.decode_step(std::vector<std::int32_t>{7}));
+    if (prompt != 1500) continue;
+    if (first.empty())
+      first = logits;
+    else
+      EXPECT_EQ(logits, first) << "the same engine's step again";
+  }
+}
+
 #endif
 
 }  // namespace

@@ -641,86 +641,129 @@ TEST_F(llm_cuda, small_gemm_matches_fp64) {
 // activations rounded to e4m3: its logits carry that (measured 1.3e-2 to 1.6e-2 in bf16 on the
 // H200, docs/perf/data/2026-11-30-kv-fp8/device_tests.log), whatever the compute type, so those steps
 // keep logits_tolerance; where the prefill dequantises, the compute type's tolerance.
+//
+// All of it twice: the LM head bf16 (as fp8 checkpoints ship it), then quantised as a projection
+// (model_config::fp8_lm_head, the lm_head=fp8_e4m3 axis), the reference rounding it the same way;
+// the second time also the logits of every prefill position, which take the LM head above the
+// gemv's rows.
 TEST_F(llm_cuda, tiny_fp8_weights_match_cpu_reference) {
-  const model_config c = preset("tiny");
-  constexpr std::uint64_t seed = 20261129;
-  const model_weights bf16_w = random_weights(c, dtype::bf16, seed);
-  const model_weights fp8_w = random_weights(c, dtype::fp8_e4m3, seed);
-  const reference_model ref(fp8_w);
-  // Two sequences: decode steps of 2 rows run the fp8 gemv (the engine takes it for at most 2
-  // rows), the 22-row prefill the fp8 products.
-  constexpr std::int64_t batch = 2, prompt = 11, steps = 4;
-  const auto vocab = static_cast<std::size_t>(c.vocab);
-  const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 17);
-  for (const dtype compute : {dtype::bf16, dtype::fp16}) {
-    SCOPED_TRACE(std::string(dtype_name(compute)) + " compute");
-    const double tolerance = tolerance_for(compute);
-    engine_options opts;
-    opts.batch = batch;
-    opts.max_context = prompt + steps + 1;
-    opts.max_prompt = prompt;
-    opts = computing(opts, compute);
-    opts.weights = dtype::fp8_e4m3;
-    cuda_engine eng(*m_dev, bf16_w, opts);
-    cuda_engine generated(*m_dev, c, seed, opts);
-    EXPECT_LT(eng.memory().weights, cuda_engine(*m_dev, bf16_w, [&] {
-                auto o = opts;
-                o.weights = compute;
-                return o;
-              }()).memory().weights);
-    EXPECT_NE(eng.precision_note().find("fp8 e4m3"), std::string::npos);
-    EXPECT_NE(eng.precision_note().find(std::string(dtype_name(compute)) + " activations between kernels"),
-              std::string::npos)
-        << eng.precision_note();
-
-    std::vector<sequence> seqs;
-    std::vector<float> want;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      seqs.push_back(ref.new_sequence());
-      const auto l = ref.prefill(seqs.back(), std::span<const std::int32_t>(ids.data() + b * prompt, prompt));
-      want.insert(want.end(), l.end() - static_cast<std::ptrdiff_t>(vocab), l.end());
-    }
-    auto got = eng.prefill(ids, prompt);
-    EXPECT_EQ(generated.prefill(ids, prompt), got) << "device-generated fp8 weights differ from the uploaded ones";
-    double e = normalised_error(got.data(), want.data(), want.size());
-    // Where the prefill's products run on fp8 tensor cores the activations are rounded to e4m3 too
-    // (3 mantissa bits, one scale per token), which the reference does not do: a wider tolerance.
-    const bool fp8_products = cuda_engine::fp8_products_available(*m_dev, compute);
-    const double prefill_tolerance = fp8_products ? 0.1 : tolerance;
-    std::printf("fp8 prefill logits, %s compute (%s): normalised error %.3g (tolerance %.3g)\n",
-                std::string(dtype_name(compute)).c_str(),
-                fp8_products ? "fp8 tensor-core products" : "dequantised 16-bit products", e, prefill_tolerance);
-    EXPECT_LT(e, prefill_tolerance);
-    if (fp8_products) {  // the other path, forced, stays within the 16-bit tolerance
-      setenv("ITERA_LLM_FP8_PRODUCTS", "0", 1);
-      cuda_engine dequantising(*m_dev, bf16_w, opts);
-      unsetenv("ITERA_LLM_FP8_PRODUCTS");
-      const auto d = dequantising.prefill(ids, prompt);
-      const double de = normalised_error(d.data(), want.data(), want.size());
-      std::printf("fp8 prefill logits, %s compute (dequantised 16-bit products): normalised error %.3g (tolerance "
-                  "%.3g)\n",
-                  std::string(dtype_name(compute)).c_str(), de, tolerance);
-      EXPECT_LT(de, tolerance);
-      EXPECT_NE(dequantising.precision_note(), eng.precision_note());
-    }
-    const double decode_tolerance = fp8_products ? logits_tolerance : tolerance;
-    for (std::int64_t step = 0; step < steps; ++step) {
-      std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
-      for (std::int64_t b = 0; b < batch; ++b)
-        next[static_cast<std::size_t>(b)] = argmax(std::span<const float>(want.data() + b * c.vocab, vocab));
-      got = eng.decode_step(next);
-      for (std::int64_t b = 0; b < batch; ++b) {
-        const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
-        std::copy(l.begin(), l.end(), want.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+  for (const bool fp8_head : {false, true}) {
+    SCOPED_TRACE(fp8_head ? "LM head fp8 (lm_head=fp8_e4m3)" : "LM head bf16");
+    model_config c = preset("tiny");
+    c.fp8_lm_head = fp8_head;
+    constexpr std::uint64_t seed = 20261129;
+    const model_weights bf16_w = random_weights(c, dtype::bf16, seed);
+    const model_weights fp8_w = random_weights(c, dtype::fp8_e4m3, seed);
+    const reference_model ref(fp8_w);
+    // Two sequences: decode steps of 2 rows run the fp8 gemv (the engine takes it for at most 2
+    // rows), the 22-row prefill the fp8 products.
+    constexpr std::int64_t batch = 2, prompt = 11, steps = 4;
+    const auto vocab = static_cast<std::size_t>(c.vocab);
+    const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, 17);
+    for (const dtype compute : {dtype::bf16, dtype::fp16}) {
+      SCOPED_TRACE(std::string(dtype_name(compute)) + " compute");
+      const double tolerance = tolerance_for(compute);
+      engine_options opts;
+      opts.batch = batch;
+      opts.max_context = prompt + steps + 1;
+      opts.max_prompt = prompt;
+      opts = computing(opts, compute);
+      opts.weights = dtype::fp8_e4m3;
+      cuda_engine eng(*m_dev, bf16_w, opts);
+      cuda_engine generated(*m_dev, c, seed, opts);
+      EXPECT_LT(eng.memory().weights, cuda_engine(*m_dev, bf16_w, [&] {
+                  auto o = opts;
+                  o.weights = compute;
+                  return o;
+                }()).memory().weights);
+      EXPECT_NE(eng.precision_note().find("fp8 e4m3"), std::string::npos);
+      EXPECT_EQ(eng.precision_note().find("projections and LM head") != std::string::npos, fp8_head)
+          << eng.precision_note();
+      if (fp8_head) {  // the LM head's codes and scales in place of its bf16 values
+        model_config bf16_head = c;
+        bf16_head.fp8_lm_head = false;
+        EXPECT_LT(eng.memory().weights, cuda_engine(*m_dev, bf16_head, seed, opts).memory().weights);
       }
-      e = normalised_error(got.data(), want.data(), want.size());
-      std::printf("fp8 decode step %lld (gemv), %s compute: normalised error %.3g (tolerance %.3g)\n",
-                  static_cast<long long>(step + 1), std::string(dtype_name(compute)).c_str(), e, decode_tolerance);
-      EXPECT_LT(e, decode_tolerance) << "decode step " << step + 1;
+      EXPECT_NE(eng.precision_note().find(std::string(dtype_name(compute)) + " activations between kernels"),
+                std::string::npos)
+          << eng.precision_note();
+
+      std::vector<sequence> seqs;
+      std::vector<float> want;
+      for (std::int64_t b = 0; b < batch; ++b) {
+        seqs.push_back(ref.new_sequence());
+        const auto l = ref.prefill(seqs.back(), std::span<const std::int32_t>(ids.data() + b * prompt, prompt));
+        want.insert(want.end(), l.end() - static_cast<std::ptrdiff_t>(vocab), l.end());
+      }
+      auto got = eng.prefill(ids, prompt);
+      EXPECT_EQ(generated.prefill(ids, prompt), got) << "device-generated fp8 weights differ from the uploaded ones";
+      double e = normalised_error(got.data(), want.data(), want.size());
+      // Where the prefill's products run on fp8 tensor cores the activations are rounded to e4m3 too
+      // (3 mantissa bits, one scale per token), which the reference does not do: a wider tolerance.
+      const bool fp8_products = cuda_engine::fp8_products_available(*m_dev, compute);
+      const double prefill_tolerance = fp8_products ? 0.1 : tolerance;
+      std::printf("fp8 prefill logits, %s compute (%s): normalised error %.3g (tolerance %.3g)\n",
+                  std::string(dtype_name(compute)).c_str(),
+                  fp8_products ? "fp8 tensor-core products" : "dequantised 16-bit products", e, prefill_tolerance);
+      EXPECT_LT(e, prefill_tolerance);
+      if (fp8_products) {  // the other path, forced, stays within the 16-bit tolerance
+        setenv("ITERA_LLM_FP8_PRODUCTS", "0", 1);
+        cuda_engine dequantising(*m_dev, bf16_w, opts);
+        unsetenv("ITERA_LLM_FP8_PRODUCTS");
+        const auto d = dequantising.prefill(ids, prompt);
+        const double de = normalised_error(d.data(), want.data(), want.size());
+        std::printf("fp8 prefill logits, %s compute (dequantised 16-bit products): normalised error %.3g (tolerance "
+                    "%.3g)\n",
+                    std::string(dtype_name(compute)).c_str(), de, tolerance);
+        EXPECT_LT(de, tolerance);
+        EXPECT_NE(dequantising.precision_note(), eng.precision_note());
+      }
+      const double decode_tolerance = fp8_products ? logits_tolerance : tolerance;
+      for (std::int64_t step = 0; step < steps; ++step) {
+        std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+        for (std::int64_t b = 0; b < batch; ++b)
+          next[static_cast<std::size_t>(b)] = argmax(std::span<const float>(want.data() + b * c.vocab, vocab));
+        got = eng.decode_step(next);
+        for (std::int64_t b = 0; b < batch; ++b) {
+          const auto l = ref.decode_step(seqs[static_cast<std::size_t>(b)], next[static_cast<std::size_t>(b)]);
+          std::copy(l.begin(), l.end(), want.begin() + static_cast<std::ptrdiff_t>(b * c.vocab));
+        }
+        e = normalised_error(got.data(), want.data(), want.size());
+        std::printf("fp8 decode step %lld (gemv), %s compute: normalised error %.3g (tolerance %.3g)\n",
+                    static_cast<long long>(step + 1), std::string(dtype_name(compute)).c_str(), e, decode_tolerance);
+        EXPECT_LT(e, decode_tolerance) << "decode step " << step + 1;
+      }
+    }
+    if (!fp8_head) continue;
+    // The LM head over every prefill position (22 rows): above the gemv's rows, on fp8 tensor cores
+    // where cuBLASLt has them (the fp32 logits scaled in place), else dequantised.
+    for (const dtype compute : {dtype::bf16, dtype::fp16}) {
+      SCOPED_TRACE(std::string(dtype_name(compute)) + " compute, every position");
+      engine_options opts;
+      opts.batch = batch;
+      opts.max_context = prompt + 1;
+      opts.max_prompt = prompt;
+      opts.all_position_logits = true;
+      opts = computing(opts, compute);
+      opts.weights = dtype::fp8_e4m3;
+      cuda_engine eng(*m_dev, bf16_w, opts);
+      const auto got = eng.prefill(ids, prompt, true);
+      std::vector<float> want;
+      for (std::int64_t b = 0; b < batch; ++b) {
+        sequence s = ref.new_sequence();
+        const auto l = ref.prefill(s, std::span<const std::int32_t>(ids.data() + b * prompt, prompt));
+        want.insert(want.end(), l.begin(), l.end());
+      }
+      ASSERT_EQ(got.size(), want.size());
+      const double e = normalised_error(got.data(), want.data(), want.size());
+      const double t = cuda_engine::fp8_products_available(*m_dev, compute) ? 0.1 : tolerance_for(compute);
+      std::printf("fp8 weights and LM head, prefill logits of all %lld positions, %s compute: normalised error %.3g "
+                  "(tolerance %.3g)\n",
+                  static_cast<long long>(batch * prompt), std::string(dtype_name(compute)).c_str(), e, t);
+      EXPECT_LT(e, t);
     }
   }
 }
-
 // ---------------------------------------------------------------------------------------------
 // fp8 e4m3 KV cache (engine_options::kv): K and V rounded from fp32 to e4m3 at the cache store
 // (scale 1, saturating), a prefill attending over its own bf16 rows, decode steps reading the fp8

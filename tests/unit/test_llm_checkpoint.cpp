@@ -62,44 +62,48 @@ TEST(LlmWeights, RealisticScale) {
   }
 }
 
-// fp8 e4m3 weights: every projection row is its scale times e4m3 codes, the scale is the row's
-// largest |bf16 value| / 448 (so that value maps to code 448 exactly), and everything else is the
-// bf16 holder's value. A row of zeros keeps scale 1.
+// fp8 e4m3 weights: every projection row (and the LM head's with fp8_lm_head) is its scale times
+// e4m3 codes, the scale is the row's largest |bf16 value| / 448 (so that value maps to code 448
+// exactly), and everything else is the bf16 holder's value. A row of zeros keeps scale 1.
 TEST(LlmWeights, Fp8ProjectionsAreRowScaledCodes) {
-  const model_config c = preset("tiny");
-  const auto bf16_w = random_weights(c, dtype::bf16, 3);
-  const auto fp8_w = random_weights(c, dtype::fp8_e4m3, 3);
-  EXPECT_EQ(fp8_w.storage, dtype::fp8_e4m3);
-  int projections = 0;
-  for (const auto& spec : tensor_specs(c)) {
-    const auto& q = fp8_w.tensor(spec);
-    const auto& b = bf16_w.tensor(spec);
-    ASSERT_EQ(q.size(), b.size()) << spec.name;
-    if (!fp8_quantised(spec.kind)) {
-      EXPECT_EQ(q, b) << spec.name << ": not a projection, stays bf16";
-      continue;
-    }
-    ++projections;
-    const auto cols = static_cast<std::size_t>(spec.shape.back());
-    std::vector<std::uint8_t> codes(b.size());
-    const auto scales = quantise_fp8_rows(b, spec.shape.back(), codes.data());
-    ASSERT_EQ(scales.size(), b.size() / cols);
-    std::size_t changed = 0;
-    for (std::size_t r = 0; r < scales.size(); ++r) {
-      float absmax = 0;
-      for (std::size_t i = 0; i < cols; ++i) absmax = std::max(absmax, std::fabs(b[r * cols + i]));
-      EXPECT_EQ(scales[r], absmax / 448.0f) << spec.name << " row " << r;
-      for (std::size_t i = 0; i < cols; ++i) {
-        const float v = q[r * cols + i];
-        EXPECT_EQ(v, scales[r] * itera::gemm::numeric::fp8_e4m3_to_float(codes[r * cols + i])) << spec.name;
-        EXPECT_LE(std::fabs(v - b[r * cols + i]), std::fabs(b[r * cols + i]) / 16 + scales[r] / 512)
-            << spec.name << ": more than e4m3's half step away";
-        changed += v != b[r * cols + i] ? 1 : 0;
+  for (const bool fp8_head : {false, true}) {
+    SCOPED_TRACE(fp8_head ? "fp8_lm_head" : "LM head bf16");
+    model_config c = preset("tiny");
+    c.fp8_lm_head = fp8_head;  // the LM head as a projection
+    const auto bf16_w = random_weights(c, dtype::bf16, 3);
+    const auto fp8_w = random_weights(c, dtype::fp8_e4m3, 3);
+    EXPECT_EQ(fp8_w.storage, dtype::fp8_e4m3);
+    int projections = 0;
+    for (const auto& spec : tensor_specs(c)) {
+      const auto& q = fp8_w.tensor(spec);
+      const auto& b = bf16_w.tensor(spec);
+      ASSERT_EQ(q.size(), b.size()) << spec.name;
+      if (!fp8_quantised(spec)) {
+        EXPECT_EQ(q, b) << spec.name << ": not a projection, stays bf16";
+        continue;
       }
+      ++projections;
+      const auto cols = static_cast<std::size_t>(spec.shape.back());
+      std::vector<std::uint8_t> codes(b.size());
+      const auto scales = quantise_fp8_rows(b, spec.shape.back(), codes.data());
+      ASSERT_EQ(scales.size(), b.size() / cols);
+      std::size_t changed = 0;
+      for (std::size_t r = 0; r < scales.size(); ++r) {
+        float absmax = 0;
+        for (std::size_t i = 0; i < cols; ++i) absmax = std::max(absmax, std::fabs(b[r * cols + i]));
+        EXPECT_EQ(scales[r], absmax / 448.0f) << spec.name << " row " << r;
+        for (std::size_t i = 0; i < cols; ++i) {
+          const float v = q[r * cols + i];
+          EXPECT_EQ(v, scales[r] * itera::gemm::numeric::fp8_e4m3_to_float(codes[r * cols + i])) << spec.name;
+          EXPECT_LE(std::fabs(v - b[r * cols + i]), std::fabs(b[r * cols + i]) / 16 + scales[r] / 512)
+              << spec.name << ": more than e4m3's half step away";
+          changed += v != b[r * cols + i] ? 1 : 0;
+        }
+      }
+      EXPECT_GT(changed, b.size() / 4) << spec.name << ": fp8 should round most bf16 values";
     }
-    EXPECT_GT(changed, b.size() / 4) << spec.name << ": fp8 should round most bf16 values";
+    EXPECT_EQ(projections, 7 * c.layers + (fp8_head ? 1 : 0));
   }
-  EXPECT_EQ(projections, 7 * c.layers);
   std::vector<std::uint8_t> zero_codes(8);
   EXPECT_EQ(quantise_fp8_rows(std::vector<float>(8, 0.0f), 8, zero_codes.data()), std::vector<float>{1.0f});
   EXPECT_THROW(quantise_fp8_rows(std::vector<float>(7, 1.0f), 8, nullptr), std::logic_error);
@@ -163,6 +167,27 @@ TEST_F(LlmCheckpoint, Bf16RoundTripIsExact) {
   EXPECT_EQ(loaded.config.rope_theta, w.config.rope_theta);
   EXPECT_EQ(loaded.config.max_position, w.config.max_position);
   for (const auto& spec : tensor_specs(w.config)) EXPECT_EQ(loaded.tensor(spec), w.tensor(spec)) << spec.name;
+}
+
+// The LM head quantised too (lm_head=fp8_e4m3): a bf16 checkpoint loaded for fp8 storage with
+// fp8_lm_head rounds the LM head as random_weights does for that config (row scales and codes, as
+// a projection), and leaves it bf16 without; the flag travels on the loaded config, the file's
+// config.json does not hold it.
+TEST_F(LlmCheckpoint, Fp8LmHeadIsRoundedAtLoadWhenAsked) {
+  model_config c = preset("tiny");
+  const auto w = random_weights(c, dtype::bf16, 7);
+  write_checkpoint(m_dir, w, dtype::bf16);
+  c.fp8_lm_head = true;
+  const auto want = random_weights(c, dtype::fp8_e4m3, 7);
+  const auto head = load_checkpoint(m_dir, dtype::fp8_e4m3, true);
+  EXPECT_TRUE(head.config.fp8_lm_head);
+  EXPECT_EQ(head.lm_head, want.lm_head);
+  EXPECT_NE(head.lm_head, w.lm_head);
+  EXPECT_EQ(head.layers.at(1).down_proj, want.layers.at(1).down_proj);
+  const auto plain = load_checkpoint(m_dir, dtype::fp8_e4m3);
+  EXPECT_FALSE(plain.config.fp8_lm_head);
+  EXPECT_EQ(plain.lm_head, w.lm_head) << "bf16 values stay bf16";
+  EXPECT_EQ(plain.layers.at(1).down_proj, want.layers.at(1).down_proj);
 }
 
 // A weight past fp16's 65504 cannot be held in fp16: loading for fp16 storage is refused with the

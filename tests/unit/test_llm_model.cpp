@@ -83,8 +83,33 @@ TEST(LlmModel, WeightBytesPerPrecision) {
   EXPECT_EQ(weight_bytes(c, dtype::fp32), 32'121'044'992.0);
   // fp8: 6,979,321,856 projection bytes + 1,376,256 fp32 channel scales + the rest in bf16.
   EXPECT_EQ(weight_bytes(c, dtype::fp8_e4m3), 6'979'321'856.0 + 1'376'256.0 * 4 + 1'050'939'392.0 * 2);
+  // lm_head=fp8_e4m3: the LM head's 525,336,576 weights move from bf16 to codes, with 128,256 more
+  // scales; a 16-bit model ignores the flag.
+  auto head = c;
+  head.fp8_lm_head = true;
+  EXPECT_EQ(weight_bytes(head, dtype::fp8_e4m3), (6'979'321'856.0 + 525'336'576.0) + (1'376'256.0 + 128'256.0) * 4 +
+                                                     (1'050'939'392.0 - 525'336'576.0) * 2);
+  EXPECT_EQ(weight_bytes(head, dtype::bf16), 16'060'522'496.0);
+  const std::vector<std::int64_t> context = {0};
+  EXPECT_EQ(decode_step_work(c, dtype::fp8_e4m3, dtype::bf16, context).weight_bytes_read -
+                decode_step_work(head, dtype::fp8_e4m3, dtype::bf16, context).weight_bytes_read,
+            525'336'576.0 - 128'256.0 * 4)
+      << "a decode step reads the LM head's codes and scales instead of its bf16 values";
   EXPECT_EQ(kv_bytes_per_token(c, dtype::bf16), 131072.0);  // 2 x 32 layers x 8 x 128 x 2 bytes
   EXPECT_EQ(kv_bytes_per_token(c, dtype::fp8_e4m3), 65536.0);
+}
+
+// A tied table is the embedding lookup's as well as the LM head: quantising it is refused.
+TEST(LlmModel, Fp8LmHeadNeedsAnUntiedTable) {
+  auto c = preset("llama-3.2-1b");
+  ASSERT_TRUE(c.tie_embeddings);
+  c.fp8_lm_head = true;
+  EXPECT_EQ(usage_message([&] { validate(c); }),
+            "model llama-3.2-1b: its LM head is the embedding table (tied); an fp8 LM head would quantise the table "
+            "the embedding lookup reads: choose lm_head=16bit for this model");
+  auto untied = preset("llama-3.1-8b");
+  untied.fp8_lm_head = true;
+  EXPECT_NO_THROW(validate(untied));
 }
 
 TEST(LlmModel, DecodeStepReadsAllWeightsButTheEmbeddingTable) {

@@ -151,6 +151,31 @@ TEST(LlmWorkloadOffline, QualityFiguresBesideTheTimings) {
   }
 }
 
+// lm_head=fp8_e4m3 (fp8 weights only): the LM head quantised as a projection, recorded as the
+// case's LM head precision and said in what ran; its quality against bf16 weights moves from the
+// plain fp8 case's (the reference is the same, the case rounds more). A 16-bit LM head is the
+// weights' type.
+TEST(LlmWorkloadOffline, Fp8LmHeadIsRecordedAndMovesTheQuality) {
+  const axis_overrides base = {{"batch", "2"}, {"prompt", "16"}, {"output", "8"}, {"weights", "fp8_e4m3"}};
+  const auto plain = run_llm(base);
+  ASSERT_EQ(plain.status, case_status::ok) << plain.message;
+  auto with_head = base;
+  with_head.push_back({"lm_head", "fp8_e4m3"});
+  const auto head = run_llm(with_head);
+  ASSERT_EQ(head.status, case_status::ok) << head.message;
+  EXPECT_EQ(plain.fields.at("precision.lm_head"), "bf16");
+  EXPECT_EQ(head.fields.at("precision.lm_head"), "fp8_e4m3");
+  EXPECT_THAT(head.details.at("precision.as_run"), StartsWith("fp8_e4m3 weight values (the LM head's too)"));
+  EXPECT_THAT(plain.details.at("precision.as_run"), StartsWith("fp8_e4m3 weight values widened"));
+  EXPECT_EQ(head.details.at("quality.reference"), "bf16 weights on the cpu reference");
+  EXPECT_NE(metric_value(head, "quality/logits_rel_error"), metric_value(plain, "quality/logits_rel_error"));
+  EXPECT_LT(metric_value(head, "quality/logits_rel_error"), 0.15);
+  const auto bf16 = run_llm({{"batch", "1"}, {"prompt", "8"}, {"output", "2"}, {"weights", "fp16"}, {"compute", "fp16"},
+                             {"kv", "fp16"}});
+  ASSERT_EQ(bf16.status, case_status::ok) << bf16.message;
+  EXPECT_EQ(bf16.fields.at("precision.lm_head"), "fp16");
+}
+
 // An fp8 e4m3 KV cache (R6): recorded as the case's cache precision, said in what ran, the quality
 // against the cache a bf16 case holds beside the timings under its own names, and the weights'
 // quality (bf16 against fp32) measured with the case's fp8 cache on both sides.
@@ -435,6 +460,26 @@ TEST(LlmWorkloadReject, SixteenBitCacheIsTheComputeType) {
                         "kv=fp8_e4m3)"));
   EXPECT_THAT(usage_message([&] { (void)expand_cases(w, {{"model", "tiny"}, {"compute", "fp32"}}); }),
               HasSubstr("axis compute: unknown value 'fp32'; choose from bf16, fp16"));
+}
+
+// lm_head=fp8_e4m3 quantises the LM head as fp8 weights' projections are: with 16-bit weights it
+// is left out of a sweep and refused alone; a tied model's table cannot take it (its case fails,
+// saying so).
+TEST(LlmWorkloadReject, Fp8LmHeadNeedsFp8Weights) {
+  const auto& w = llm_workload();
+  const auto cases = expand_cases(w, {{"model", "tiny"}, {"weights", "bf16,fp8_e4m3"}, {"lm_head", "16bit,fp8_e4m3"}});
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_THAT(usage_message([&] { (void)expand_cases(w, {{"model", "tiny"}, {"lm_head", "fp8_e4m3"}}); }),
+              HasSubstr("lm_head=fp8_e4m3 with weights=bf16: the LM head is quantised as fp8 weights' projections "
+                        "are; write weights=fp8_e4m3 (or lm_head=16bit)"));
+  const auto tied = run_llm({{"model", "llama-3.2-1b"},
+                             {"shape", "layers=1;hidden=64;heads=4;kv_heads=2;intermediate=128;vocab=256"},
+                             {"weights", "fp8_e4m3"},
+                             {"lm_head", "fp8_e4m3"},
+                             {"prompt", "4"},
+                             {"output", "1"}});
+  EXPECT_NE(tied.status, case_status::ok);
+  EXPECT_THAT(tied.message, HasSubstr("its LM head is the embedding table (tied)"));
 }
 
 TEST(LlmWorkloadReject, SingleStreamNeedsBatchOne) {

@@ -1,5 +1,6 @@
 // Precision against speed (include/itera/analysis/precision.hpp): cases of one run that differ only
-// in weights, kv or compute, each against its group's widest case, and the markdown report's table.
+// in weights, lm_head, kv or compute, each against its group's widest case, and the markdown
+// report's table.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -67,6 +68,26 @@ TEST(Precision, EachGroupAgainstItsWidestCase) {
   EXPECT_EQ(rows[3].label, "batch=64");
   EXPECT_DOUBLE_EQ(rows[4].speedup, 1.5);
   EXPECT_NE(rows[3].key, rows[0].key);
+}
+
+// The llm workload's lm_head axis is a precision axis: an fp8 LM head's case sits in the group of
+// the bf16 case it is measured against, which stays the reference (16bit: two bytes).
+TEST(Precision, LmHeadIsAPrecisionAxis) {
+  std::vector<case_record> cs = {decode_case("1", "fp8_e4m3", "bf16", "bf16", 417),
+                                 decode_case("1", "fp8_e4m3", "bf16", "bf16", 399),
+                                 decode_case("1", "bf16", "bf16", "bf16", 253)};
+  cs[0].axes.push_back({"lm_head", "fp8_e4m3"});
+  cs[1].axes.push_back({"lm_head", "16bit"});
+  cs[2].axes.push_back({"lm_head", "16bit"});
+  const auto rows = precision_speedups(pointers(cs));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].rec, &cs[2]);
+  EXPECT_EQ(rows[0].precision, "weights=bf16 lm_head=16bit kv=bf16 compute=bf16");
+  EXPECT_EQ(rows[1].rec, &cs[0]);
+  EXPECT_EQ(rows[1].precision, "weights=fp8_e4m3 lm_head=fp8_e4m3 kv=bf16 compute=bf16");
+  EXPECT_DOUBLE_EQ(rows[1].speedup, 417.0 / 253);
+  EXPECT_DOUBLE_EQ(rows[2].speedup, 399.0 / 253);
+  EXPECT_EQ(rows[0].label, "llm");
 }
 
 TEST(Precision, TheReferenceIsTheWidestWeightsThenCacheThenBf16Compute) {

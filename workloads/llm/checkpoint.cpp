@@ -239,9 +239,11 @@ checkpoint::located checkpoint::find(const tensor_spec& spec) const {
   throw std::logic_error("checkpoint::find: '" + spec.name + "' is not a tensor of this model");
 }
 
-model_weights checkpoint::load(dtype storage) const {
-  auto w = zero_weights(m_config, storage);
-  const auto specs = tensor_specs(m_config);
+model_weights checkpoint::load(dtype storage, bool fp8_lm_head) const {
+  model_config c = m_config;
+  c.fp8_lm_head = fp8_lm_head;
+  auto w = zero_weights(c, storage);
+  const auto specs = tensor_specs(c);
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto values = m_located[i].file->read_floats(*m_located[i].entry);
     round_tensor(specs[i], storage, values);

@@ -50,8 +50,9 @@ class checkpoint {
   located find(const tensor_spec& spec) const;
 
   // All weights widened to fp32 and rounded to `storage` (identity when storage is what the file
-  // holds, or wider).
-  model_weights load(dtype storage) const;
+  // holds, or wider). fp8_lm_head: the precision choice of model_config::fp8_lm_head, set on the
+  // weights' config (with fp8_e4m3 storage the LM head is rounded as a projection).
+  model_weights load(dtype storage, bool fp8_lm_head = false) const;
 
  private:
   std::filesystem::path m_folder;
@@ -60,8 +61,8 @@ class checkpoint {
   std::vector<located> m_located;  // one per tensor_specs(m_config) entry, in that order
 };
 
-inline model_weights load_checkpoint(const std::filesystem::path& folder, dtype storage) {
-  return checkpoint(folder).load(storage);
+inline model_weights load_checkpoint(const std::filesystem::path& folder, dtype storage, bool fp8_lm_head = false) {
+  return checkpoint(folder).load(storage, fp8_lm_head);
 }
 
 // Writes config.json and the weights as `file_dtype`: model.safetensors, or `shards` files

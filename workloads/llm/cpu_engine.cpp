@@ -48,13 +48,17 @@ engine_memory cpu_engine::memory() const {
 }
 
 std::string cpu_engine::precision_note() const {
+  const dtype storage = m_weights->storage;
+  const std::string weights = fmt::format("{} weight values{}", dtype_name(storage),
+                                          storage == dtype::fp8_e4m3 && m_weights->config.fp8_lm_head
+                                              ? " (the LM head's too)"
+                                              : "");
   if (m_model.kv() == dtype::fp8_e4m3)
-    return fmt::format("{} weight values widened to fp32; fp32 activations and accumulation (OpenBLAS sgemm); KV cache "
-                       "fp8 e4m3 (scale 1, saturating), K and V rounded at the cache store and held widened to fp32; "
-                       "a prefill attends over its own K and V unrounded, decode steps read the rounded cache",
-                       dtype_name(m_weights->storage));
-  return fmt::format("{} weight values widened to fp32; fp32 activations, KV cache and accumulation (OpenBLAS sgemm)",
-                     dtype_name(m_weights->storage));
+    return fmt::format("{} widened to fp32; fp32 activations and accumulation (OpenBLAS sgemm); KV cache fp8 e4m3 "
+                       "(scale 1, saturating), K and V rounded at the cache store and held widened to fp32; a prefill "
+                       "attends over its own K and V unrounded, decode steps read the rounded cache",
+                       weights);
+  return fmt::format("{} widened to fp32; fp32 activations, KV cache and accumulation (OpenBLAS sgemm)", weights);
 }
 
 void cpu_engine::stage_prompts(std::span<const std::int32_t> ids) {

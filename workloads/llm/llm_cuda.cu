@@ -133,12 +133,14 @@ struct cuda_engine::impl {
 
   // Weights arena and byte offsets.
   std::uint64_t arena_bytes = 0, off_embedding = 0, off_final_norm = 0, off_lm_head = 0;
+  std::uint64_t off_lm_head_scales = 0;  // fp8_head: the LM head's row scales
   std::vector<layer_offsets> layer_off;
   device_buffer weights;
 
   bool half = false;          // the compute type is fp16 (else bf16)
   cudaDataType_t act_type = CUDA_R_16BF;  // the compute type as cuBLASLt names it
   bool fp8 = false;           // projections stored as fp8 e4m3 codes + row scales
+  bool fp8_head = false;      // fp8 and c.fp8_lm_head: the LM head stored as a projection
   bool kv8 = false;           // the KV cache holds fp8 e4m3 codes (scale 1)
   bool fp8_mma = false;       // fp8: products above the gemv's rows on fp8 tensor cores
   device_buffer dequantised;  // fp8 without fp8_mma: 16-bit scratch of the largest projection
@@ -188,6 +190,7 @@ struct cuda_engine::impl {
     half = o.compute == dtype::fp16;
     act_type = half ? CUDA_R_16F : CUDA_R_16BF;
     fp8 = o.weights == dtype::fp8_e4m3;
+    fp8_head = fp8 && c.fp8_lm_head;
     fp8_mma = fp8 && fp8_products_available(d, o.compute);
     kv8 = o.kv == dtype::fp8_e4m3;
     if (o.batch < 1) throw usage_error(cat("llm cuda engine: batch ", o.batch, " must be at least 1"));
@@ -237,7 +240,9 @@ struct cuda_engine::impl {
       l.post_norm = reserve(elems(c.hidden));
     }
     off_final_norm = reserve(elems(c.hidden));
-    off_lm_head = c.tie_embeddings ? off_embedding : reserve(elems(c.vocab * c.hidden));
+    off_lm_head = c.tie_embeddings ? off_embedding
+                  : fp8_head       ? projection(c.vocab, c.hidden, &off_lm_head_scales)
+                                   : reserve(elems(c.vocab * c.hidden));
     if (o.batch == 1) {  // the one-kernel decode step, where this device's kernel takes the shape
       step_shape = step_shape_for(c, o);
       step_kernel = k::decode_step_refusal(step_shape).empty();
@@ -253,6 +258,7 @@ struct cuda_engine::impl {
         act_scales = big(static_cast<std::uint64_t>(max_rows) * 4);
       } else if (fp8) {
         dequantised = big(elems(std::max({qkv_width * c.hidden, c.hidden * c.q_dim(), 2 * c.intermediate * c.hidden,
+                                          fp8_head ? c.vocab * c.hidden : 0,
                                           c.hidden * c.intermediate})));
       }
       const auto cache_elems = static_cast<std::uint64_t>(c.layers * o.batch * c.kv_heads * o.max_context * c.head_dim);
@@ -331,12 +337,12 @@ struct cuda_engine::impl {
       case tensor_kind::input_norm: return l.input_norm;
       case tensor_kind::post_attention_norm: return l.post_norm;
       case tensor_kind::final_norm: return off_final_norm;
-      case tensor_kind::lm_head: return off_lm_head;
+      case tensor_kind::lm_head: return scales ? off_lm_head_scales : off_lm_head;
     }
     throw std::logic_error("llm cuda engine: tensor kind without a place");
   }
 
-  bool quantised(const tensor_spec& spec) const { return fp8 && fp8_quantised(spec.kind); }
+  bool quantised(const tensor_spec& spec) const { return fp8 && fp8_quantised(spec); }
 
   // The 16-bit type a weight that is not an fp8 code is rounded to before the compute type: the
   // weights' own, bf16 for the rest of an fp8 model (weights.hpp: round_tensor).
@@ -402,6 +408,10 @@ struct cuda_engine::impl {
     return {weights.as<unsigned char>() + offset, reinterpret_cast<const float*>(weights.as<unsigned char>() + scales)};
   }
   matrix matrix_16bit(std::uint64_t offset) const { return {weights.as<unsigned char>() + offset, nullptr}; }
+  // The LM head: fp8 codes and scales (fp8_head), or 16-bit.
+  matrix lm_head() const {
+    return fp8_head ? projection(off_lm_head, off_lm_head_scales) : matrix_16bit(off_lm_head);
+  }
 
   // A weight of the compute type A at an arena offset.
   template <class A>
@@ -469,13 +479,14 @@ struct cuda_engine::impl {
     }
     if (w.scales && fp8_mma) {
       // fp8 tensor cores on the codes: the activations quantised per token, the product's sums
-      // unscaled (16-bit in `out` itself, fp32 in the gate/up scratch, free wherever a product that
-      // adds into the residual runs), then both scales applied (scale_product). 16-bit fp16 sums
+      // unscaled (in `out` itself, 16-bit, or fp32 with beta 0: the LM head's logits; a product that
+      // adds into the residual sums in the gate/up scratch, free wherever one runs), then both
+      // scales applied (scale_product). 16-bit fp16 sums
       // are scaled down by a power of two to fit (k::fp8_sums_scale; bf16's is 1).
       k::quantise_rows_fp8(in, n, kk, act_codes.as<std::uint8_t>(), act_scales.as<float>(), dev.stream());
       gemm_plan& p = plan_for(m, n, kk, fp32_out, true);
       void* sums = out;
-      if (fp32_out) {
+      if (fp32_out && beta != 0.0f) {  // the residual's sum: sums apart (beta 0: scaled in place)
         if (gate_up.bytes() < static_cast<std::uint64_t>(m * n) * 4)
           throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", n, " x ", m, " fp32 sums"));
         sums = gate_up.data();
@@ -762,7 +773,8 @@ struct cuda_engine::impl {
       // The logits of every row (all) or of each sequence's last row.
       stage block(rec, "lm_head_block");
       norm_product(rec, "final_norm", "lm_head", w_at<A>(off_final_norm), all ? 1 : rows_per_seq,
-                   all ? 0 : rows_per_seq - 1, head_rows, matrix_16bit(off_lm_head), c.vocab, wbytes(c.vocab * hidden),
+                   all ? 0 : rows_per_seq - 1, head_rows, lm_head(), c.vocab,
+                   fp8_head ? pbytes(c.vocab, hidden) : wbytes(c.vocab * hidden),
                    logits.data(), true);
     }
     {
@@ -879,7 +891,7 @@ struct cuda_engine::impl {
         {c.hidden, c.q_dim(), true, attn.data(), projection(l0.wo, l0.so)},
         {2 * c.intermediate, c.hidden, false, h.data(), projection(l0.wgu, l0.sgu)},
         {c.hidden, c.intermediate, true, act.data(), projection(l0.wdown, l0.sdown)},
-        {c.vocab, c.hidden, true, h.data(), matrix_16bit(off_lm_head)}};
+        {c.vocab, c.hidden, true, h.data(), lm_head()}};
     for (const auto& [m, kk, fp32, in, w] : products)
       if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32, w.scales && fp8_mma);
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
@@ -1065,7 +1077,10 @@ engine_memory cuda_engine::memory() const {
 std::string cuda_engine::precision_note() const {
   const std::string act(dtype_name(m->o.compute));
   // A 16-bit cache is named with the other 16-bit parts; an fp8 one has its own sentence.
-  const char* parts = m->kv8 ? "embedding, LM head and norms" : "embedding, LM head, norms and KV cache";
+  const char* parts = m->fp8_head ? (m->kv8 ? "embedding and norms" : "embedding, norms and KV cache")
+                     : m->kv8      ? "embedding, LM head and norms"
+                                   : "embedding, LM head, norms and KV cache";
+  const char* quantised = m->fp8_head ? "fp8 e4m3 layer projections and LM head" : "fp8 e4m3 layer projections";
   m->dev.make_current();  // the attention kernel named below is the current device's
   // What every note ends with: the cache (when fp8) and the prefill attention's kernel.
   const std::string tail =
@@ -1102,7 +1117,7 @@ std::string cuda_engine::precision_note() const {
                : " rows the own gemv kernel widens the fp8 codes in registers (fp32 accumulation, scale applied to "
                  "the sum)";
   if (m->fp8 && m->fp8_mma)
-    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), ", act, " ",
+    return cat(quantised, " with one fp32 scale per output channel (quantised from bf16), ", act, " ",
                parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(), gemv,
                "; above, fp8 tensor-core products in cuBLASLt on the codes (fp32 accumulation), the activations ",
                "quantised to e4m3 with one scale per token, the weight-row and token scales applied to the sums after (",
@@ -1112,7 +1127,7 @@ std::string cuda_engine::precision_note() const {
                        : "",
                ")", tail);
   if (m->fp8)
-    return cat("fp8 e4m3 layer projections with one fp32 scale per output channel (quantised from bf16), ", act, " ",
+    return cat(quantised, " with one fp32 scale per output channel (quantised from bf16), ", act, " ",
                parts, converted(dtype::bf16), activations, "; at or below ", impl::fp8_gemv_rows(), gemv,
                "; above, each projection is dequantised to a ", act, " scratch (code x scale rounded to ", act,
                ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,

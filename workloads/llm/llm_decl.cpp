@@ -40,6 +40,11 @@ workload_decl declaration() {
        "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16 values (held in "
        "the compute type on cuda)",
        {"bf16", "fp16", "fp8_e4m3"}, 0, 0},
+      {"lm_head", axis_kind::string, "16bit",
+       "LM head storage with weights=fp8_e4m3; 16bit: bf16 as fp8 checkpoints ship it; fp8_e4m3: quantised as the "
+       "layer projections are (one scale per vocabulary row; not with a tied embedding table); with 16-bit weights "
+       "the LM head is theirs",
+       {"16bit", "fp8_e4m3"}, 0, 0},
       {"kv", axis_kind::string, "bf16",
        "KV cache storage; bf16 or fp16: the compute type's (the other is rejected); fp8_e4m3: K and V rounded to e4m3 "
        "at the cache store (one scale per tensor, fixed at 1, saturating), a prefill attending over its own 16-bit K "
@@ -70,6 +75,10 @@ workload_decl declaration() {
              "it is made already)";
     if (scenario == "single_stream" && value_of(v, "batch") != "1")
       return "scenario=single_stream runs one request at a time: batch must be 1";
+    if (value_of(v, "lm_head") == "fp8_e4m3" && value_of(v, "weights") != "fp8_e4m3")
+      return fmt::format("lm_head=fp8_e4m3 with weights={}: the LM head is quantised as fp8 weights' projections "
+                         "are; write weights=fp8_e4m3 (or lm_head=16bit)",
+                         value_of(v, "weights"));
     // A 16-bit cache holds the activations as they are: the compute type, not the other 16-bit one.
     const auto kv = value_of(v, "kv"), compute = value_of(v, "compute");
     if ((kv == "bf16" || kv == "fp16") && !compute.empty() && kv != compute)
@@ -106,7 +115,7 @@ void run_cpu(case_state& st) {
   // The cpu engine holds weights, cache and activations in fp32 whatever the storage precision.
   (void)check_memory(st, c, st.device().memory().free_bytes, 0, held_as::fp32);
   model_weights weights = c.checkpoint == "random" ? random_weights(c.config, c.weights, c.seed)
-                                                   : load_checkpoint(c.checkpoint, c.weights);
+                                                   : load_checkpoint(c.checkpoint, c.weights, c.config.fp8_lm_head);
   cpu_engine_options o;
   o.slots = c.kind == scenario::single_stream ? 1 : c.batch;
   o.max_context = c.context;
@@ -119,8 +128,9 @@ void run_cpu(case_state& st) {
   const dtype case_kv = c.kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32;  // the reference model's cache
   const auto model_in = [&c](dtype storage, dtype kv) {
     return [&c, storage, kv](std::int64_t sequences, std::int64_t) {
-      return reference_logits_model(c.checkpoint == "random" ? random_weights(c.config, storage, c.seed)
-                                                             : load_checkpoint(c.checkpoint, storage),
+      return reference_logits_model(c.checkpoint == "random"
+                                        ? random_weights(c.config, storage, c.seed)
+                                        : load_checkpoint(c.checkpoint, storage, c.config.fp8_lm_head),
                                     sequences, kv);
     };
   };

@@ -16,7 +16,7 @@ namespace {
 std::unique_ptr<cuda_engine> make_engine(backend& dev, const llm_case& c, const engine_options& o) {
   if (c.checkpoint == "random") return std::make_unique<cuda_engine>(dev, c.config, c.seed, o);
   const dtype read_as = o.weights == dtype::fp8_e4m3 ? dtype::bf16 : o.weights;
-  return std::make_unique<cuda_engine>(dev, load_checkpoint(c.checkpoint, read_as), o);
+  return std::make_unique<cuda_engine>(dev, load_checkpoint(c.checkpoint, read_as, c.config.fp8_lm_head), o);
 }
 
 // A cuda engine's logits for the quality comparison: every slot is a sequence.

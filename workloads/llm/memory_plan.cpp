@@ -77,7 +77,8 @@ memory_plan plan_memory(const memory_request& r) {
   else if (r.weights == dtype::fp8_e4m3)
     plan.activations.push_back(
         {"fp8 dequant scratch",
-         to_bytes(2.0 * std::max({(qd + 2 * kvd) * hidden, hidden * qd, 2 * inter * hidden, hidden * inter}))});
+         to_bytes(2.0 * std::max({(qd + 2 * kvd) * hidden, hidden * qd, 2 * inter * hidden, hidden * inter,
+                                  c.fp8_lm_head ? static_cast<double>(c.vocab) * hidden : 0.0}))});
   std::uint64_t activation_bytes = 0;
   for (const auto& p : plan.activations) activation_bytes += p.bytes;
 

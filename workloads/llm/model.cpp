@@ -182,6 +182,10 @@ void validate(const model_config& c) {
     throw usage_error(fmt::format("{}: rope_theta must be positive, got {}", where, c.rope_theta));
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
     throw usage_error(fmt::format("{}: rms_norm_eps must be positive, got {}", where, c.rms_norm_eps));
+  if (c.fp8_lm_head && c.tie_embeddings)
+    throw usage_error(fmt::format("{}: its LM head is the embedding table (tied); an fp8 LM head would quantise the "
+                                  "table the embedding lookup reads: choose lm_head=16bit for this model",
+                                  where));
   if (c.rope_scaling) {
     const auto& s = *c.rope_scaling;
     if (!(s.factor > 0)) throw usage_error(fmt::format("{}: rope_scaling factor must be positive, got {}", where, s.factor));
@@ -244,9 +248,11 @@ param_counts count_params(const model_config& c) {
 
 namespace {
 
-// Output channels of the layer projections: fp8 stores one scale for each.
-std::int64_t projection_output_channels(const model_config& c) {
-  return c.layers * (c.q_dim() + 2 * c.kv_dim() + c.hidden + 2 * c.intermediate + c.hidden);
+// Output channels of the matrices fp8 weights store as codes (the layer projections, and the LM
+// head with c.fp8_lm_head): one fp32 scale for each.
+std::int64_t fp8_output_channels(const model_config& c) {
+  return c.layers * (c.q_dim() + 2 * c.kv_dim() + c.hidden + 2 * c.intermediate + c.hidden) +
+         (c.fp8_lm_head ? c.vocab : 0);
 }
 
 dtype table_dtype(dtype weights) { return weights == dtype::fp8_e4m3 ? dtype::bf16 : weights; }
@@ -257,8 +263,8 @@ double weight_bytes(const model_config& c, dtype weights) {
   const auto p = count_params(c);
   const auto total = static_cast<double>(p.total());
   if (weights != dtype::fp8_e4m3) return total * bytes_per_element(weights);
-  const auto proj = static_cast<double>(p.layers * p.projections_per_layer);
-  return proj * 1.0 + static_cast<double>(projection_output_channels(c)) * 4.0 + (total - proj) * 2.0;
+  const auto codes = static_cast<double>(p.layers * p.projections_per_layer + (c.fp8_lm_head ? p.lm_head : 0));
+  return codes * 1.0 + static_cast<double>(fp8_output_channels(c)) * 4.0 + (total - codes) * 2.0;
 }
 
 double embedding_bytes(const model_config& c, dtype weights) {

@@ -41,6 +41,11 @@ struct model_config {
   std::int64_t max_position = 0;   // the longest context (prompt + output) a sequence may hold
   bool tie_embeddings = false;     // lm_head is the embedding table
   bool attention_bias = false;     // q, k, v projections carry biases (Qwen2)
+  // A precision choice rather than the model's shape (the llm workload's lm_head axis), kept here
+  // so that every count of the weights' bytes sees it: with fp8_e4m3 weights, the LM head is
+  // stored as the layer projections are (e4m3 codes, one fp32 scale per output channel) instead
+  // of bf16. No effect with 16-bit weights. Not with a tied table (validate).
+  bool fp8_lm_head = false;
   std::optional<rope_scaling_llama3> rope_scaling;
 
   std::int64_t q_dim() const { return heads * head_dim; }
@@ -81,8 +86,9 @@ struct param_counts {
 param_counts count_params(const model_config& c);
 
 // Bytes of all weights stored as `weights`. bf16/fp16/fp32: every tensor in that type. fp8_e4m3:
-// the layer projections in fp8 with one fp32 scale per output channel; embedding, LM head, norms
-// and biases stay bf16 (they are either read one row at a time or are too small to matter).
+// the layer projections in fp8 with one fp32 scale per output channel; embedding, norms and biases
+// stay bf16 (they are either read one row at a time or are too small to matter), and the LM head
+// too unless c.fp8_lm_head (then it is stored as a projection).
 double weight_bytes(const model_config& c, dtype weights);
 double embedding_bytes(const model_config& c, dtype weights);  // the table, in its storage type
 double embedding_row_bytes(const model_config& c, dtype weights);

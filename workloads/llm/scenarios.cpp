@@ -438,6 +438,8 @@ llm_case read_case(const case_state& st) {
     c.config = read_hf_config(std::filesystem::path(c.checkpoint) / "config.json");
   }
   c.weights = parse_dtype(st.get_string("weights"));
+  c.config.fp8_lm_head = st.get_string("lm_head") == "fp8_e4m3";  // with fp8 weights (the decl's reject)
+  validate(c.config);  // a tied table refuses it
   c.kv = parse_dtype(st.get_string("kv"));
   c.compute = parse_dtype(st.get_string("compute"));
   const auto& kind = st.get_string("scenario");
@@ -525,6 +527,11 @@ memory_plan check_memory(case_state& st, const llm_case& c, std::uint64_t free_b
 void run_case(case_state& st, engine& eng, const llm_case& c) {
   st.set_field("model", c.config.name);
   st.set_field("precision.weights", std::string(dtype_name(c.weights)));
+  // The LM head's storage: the weights' 16-bit type, bf16 beside fp8 weights unless the case
+  // quantises it too (lm_head=fp8_e4m3).
+  st.set_field("precision.lm_head", std::string(dtype_name(c.weights != dtype::fp8_e4m3 ? c.weights
+                                                           : c.config.fp8_lm_head      ? dtype::fp8_e4m3
+                                                                                       : dtype::bf16)));
   st.set_field("precision.kv_cache", std::string(dtype_name(c.kv)));
   st.set_field("precision.compute", std::string(dtype_name(c.compute)));
   st.set_field("precision.accumulate", "fp32");
@@ -547,9 +554,9 @@ void record_quality(case_state& st, const llm_case& c, const logits_model_factor
       std::max<std::int64_t>(1, std::min({c.prompt, c.context, c.config.max_position - positions}));
   const model_config& m = c.config;
   const std::string key =
-      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.name, m.layers, m.hidden, m.heads, m.kv_heads,
-                  m.head_dim, m.intermediate, m.vocab, c.checkpoint, c.seed, dtype_name(c.weights), dtype_name(c.kv),
-                  dtype_name(c.compute),
+      fmt::format("{}|{},{},{},{},{},{},{}|{}|{}|{}{}|{}|{}|{}|{}|{}|{}", m.name, m.layers, m.hidden, m.heads,
+                  m.kv_heads, m.head_dim, m.intermediate, m.vocab, c.checkpoint, c.seed, dtype_name(c.weights),
+                  m.fp8_lm_head ? "+fp8_lm_head" : "", dtype_name(c.kv), dtype_name(c.compute),
                   metric, reference_name, prompt_len, n);
   static std::mutex cache_mutex;
   static std::map<std::string, quality_figures> cache;

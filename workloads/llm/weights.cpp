@@ -17,10 +17,28 @@ std::int64_t tensor_spec::elements() const {
   return n;
 }
 
+namespace {
+
+// The layer projections: what fp8_e4m3 weights always store as codes.
+bool is_projection(tensor_kind kind) {
+  switch (kind) {
+    case tensor_kind::q_proj:
+    case tensor_kind::k_proj:
+    case tensor_kind::v_proj:
+    case tensor_kind::o_proj:
+    case tensor_kind::gate_proj:
+    case tensor_kind::up_proj:
+    case tensor_kind::down_proj: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 std::vector<tensor_spec> tensor_specs(const model_config& c) {
   std::vector<tensor_spec> specs;
   const auto add = [&](std::string name, tensor_kind kind, std::int64_t layer, std::vector<std::int64_t> shape) {
-    specs.push_back({std::move(name), kind, layer, std::move(shape)});
+    specs.push_back({std::move(name), kind, layer, std::move(shape), is_projection(kind)});
   };
   add("model.embed_tokens.weight", tensor_kind::embedding, -1, {c.vocab, c.hidden});
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -41,7 +59,10 @@ std::vector<tensor_spec> tensor_specs(const model_config& c) {
     add(p + "post_attention_layernorm.weight", tensor_kind::post_attention_norm, l, {c.hidden});
   }
   add("model.norm.weight", tensor_kind::final_norm, -1, {c.hidden});
-  if (!c.tie_embeddings) add("lm_head.weight", tensor_kind::lm_head, -1, {c.vocab, c.hidden});
+  if (!c.tie_embeddings) {
+    add("lm_head.weight", tensor_kind::lm_head, -1, {c.vocab, c.hidden});
+    specs.back().fp8 = c.fp8_lm_head;
+  }
   return specs;
 }
 
@@ -80,18 +101,7 @@ void round_to_storage(dtype storage, std::vector<float>& values) {
   for (auto& v : values) v = round_to_storage(storage, v);
 }
 
-bool fp8_quantised(tensor_kind kind) {
-  switch (kind) {
-    case tensor_kind::q_proj:
-    case tensor_kind::k_proj:
-    case tensor_kind::v_proj:
-    case tensor_kind::o_proj:
-    case tensor_kind::gate_proj:
-    case tensor_kind::up_proj:
-    case tensor_kind::down_proj: return true;
-    default: return false;
-  }
-}
+bool fp8_quantised(const tensor_spec& spec) { return spec.fp8; }
 
 std::vector<float> quantise_fp8_rows(std::span<const float> values, std::int64_t cols, std::uint8_t* codes) {
   if (cols < 1 || values.size() % static_cast<std::size_t>(cols) != 0)
@@ -129,7 +139,7 @@ void round_tensor(const tensor_spec& spec, dtype storage, std::vector<float>& va
     return;
   }
   round_to_storage(dtype::bf16, values);
-  if (!fp8_quantised(spec.kind)) return;
+  if (!fp8_quantised(spec)) return;
   const std::int64_t cols = spec.shape.back();
   std::vector<std::uint8_t> codes(values.size());
   const auto scales = quantise_fp8_rows(values, cols, codes.data());

@@ -28,6 +28,8 @@ struct tensor_spec {
   tensor_kind kind = tensor_kind::embedding;
   std::int64_t layer = -1;           // -1 for embedding, final norm, LM head
   std::vector<std::int64_t> shape;   // row-major; linear weights are [out, in]
+  bool fp8 = false;  // fp8_e4m3 weights store it as codes + row scales: the layer projections, the
+                     // LM head with model_config::fp8_lm_head
 
   std::int64_t elements() const;
 };
@@ -80,11 +82,11 @@ inline constexpr float fp8_e4m3_max = 448.0f;
 ITERA_HOST_DEVICE inline float fp8_row_scale(float row_absmax) {
   return row_absmax > 0.0f ? row_absmax / fp8_e4m3_max : 1.0f;
 }
-bool fp8_quantised(tensor_kind kind);  // the layer projections
+bool fp8_quantised(const tensor_spec& spec);  // spec.fp8
 // Codes [rows][cols] of a row-major matrix, and returns its scales [rows].
 std::vector<float> quantise_fp8_rows(std::span<const float> values, std::int64_t cols, std::uint8_t* codes);
 // A tensor's values rounded to what `storage` holds for it, widened to fp32: with fp8_e4m3, a
-// projection becomes scale x e4m3 code (from its bf16 values), the rest bf16.
+// matrix fp8_quantised names becomes scale x e4m3 code (from its bf16 values), the rest bf16.
 void round_tensor(const tensor_spec& spec, dtype storage, std::vector<float>& values);
 
 struct layer_weights {

@@ -1,0 +1,245 @@
+// Which of cuBLASLt's algorithms reads the batch-64 decode products' weights fastest (issue 3's
+// batch-64 target, docs/perf/llm-decode-ledger.md "Batch 64"): the products of llama-3.1-8b at 64
+// tokens (qkv, o_proj, gate/up, down: bf16 weights and activations, fp32 sums; o_proj and down add
+// into an fp32 residual, beta 1, as the engine runs them), each of up to 64 of the heuristic's
+// candidates and each candidate again with split-K 2, 4 and 8 where cuBLASLt accepts it, timed
+// over copies of the weights that together overflow the L2 (so every launch streams them from
+// DRAM), each candidate's output checked against the heuristic's first. Prints each product's ten
+// fastest with their tile, stages, split-K and the weights' read rate, and where the heuristic's
+// first pick ranks, and that pick's time on one copy relaunched (its weights L2-resident where
+// they fit). A search, not a check of the engine: it runs only with
+// ITERA_LLM_PRODUCTS_SEARCH=1 (a minute on an H200).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/support/random_values.hpp"
+
+#if ITERA_WITH_CUDA
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "src/cuda/cublaslt_util.hpp"
+#include "src/cuda/cuda_backend_impl.hpp"
+#include "tests/support/cuda_test.hpp"
+#include "tests/support/numeric_error.hpp"
+#endif
+
+namespace {
+
+#if !ITERA_WITH_CUDA
+
+TEST(llm_products_timing, batch64_cublaslt_search) { GTEST_SKIP() << "built without the cuda backend"; }
+
+#else
+
+class llm_products_timing : public itera::test::cuda_test {};
+
+struct product_shape {
+  const char* name;
+  std::int64_t m, k;  // weight rows (outputs) and inputs
+  bool residual;      // fp32 output added into (beta 1), else bf16 output
+};
+
+struct candidate {
+  itera::cuda::lt_algorithm algo;
+  std::size_t workspace = 0;
+  int id = 0, tile = 0, stages = 0, split_k = 1;
+  double us = 0;
+  bool from_heuristic = false;
+  int heuristic_rank = -1;
+};
+
+int config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  std::uint32_t v = 0;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return static_cast<int>(v);
+}
+
+// Test values (tests/support/random_values.hpp) rounded to bf16.
+std::vector<__nv_bfloat16> bf16_values(std::size_t count, std::uint64_t seed, float scale) {
+  const std::vector<float> f = itera::test::nonzero_uniform(count, seed, scale);
+  std::vector<__nv_bfloat16> out(count);
+  for (std::size_t i = 0; i < count; ++i) out[i] = __float2bfloat16(f[i]);
+  return out;
+}
+
+template <class T>
+struct device_array {
+  T* p = nullptr;
+  explicit device_array(std::size_t n) {
+    if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) p = nullptr;
+  }
+  ~device_array() { (void)cudaFree(p); }
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
+};
+
+TEST_F(llm_products_timing, batch64_cublaslt_search) {
+  const char* asked = std::getenv("ITERA_LLM_PRODUCTS_SEARCH");
+  if (!asked || std::string(asked) != "1") GTEST_SKIP() << "a search of cuBLASLt's algorithms: ITERA_LLM_PRODUCTS_SEARCH=1 runs it";
+  auto& dev = itera::cuda::as_cuda(*m_dev);
+  dev.make_current();
+  const cudaStream_t s = dev.stream();
+  constexpr std::int64_t n = 64;  // tokens
+  const product_shape shapes[] = {{"qkv", 6144, 4096, false},
+                                  {"o_proj", 4096, 4096, true},
+                                  {"gate_up", 28672, 4096, false},
+                                  {"down", 4096, 14336, true}};
+  for (const product_shape& sh : shapes) {
+    SCOPED_TRACE(sh.name);
+    const std::uint64_t w_bytes = static_cast<std::uint64_t>(sh.m * sh.k) * 2;
+    // Copies of the weights past twice the L2: each launch reads a copy the last ones evicted.
+    int l2 = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), cudaSuccess);
+    const int copies = static_cast<int>(std::max<std::uint64_t>(4, 2 * static_cast<std::uint64_t>(l2) / w_bytes + 2));
+    device_array<__nv_bfloat16> w(static_cast<std::size_t>(sh.m * sh.k) * copies), x(static_cast<std::size_t>(n * sh.k));
+    device_array<float> out(static_cast<std::size_t>(n * sh.m)), ref(static_cast<std::size_t>(n * sh.m));
+    ASSERT_TRUE(w.p && x.p && out.p && ref.p) << "device memory for " << copies << " copies of " << w_bytes << " bytes";
+    {
+      const auto hw = bf16_values(static_cast<std::size_t>(sh.m * sh.k), 11, 0.02f);
+      for (int c = 0; c < copies; ++c)
+        ASSERT_EQ(cudaMemcpy(w.p + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(), w_bytes, cudaMemcpyHostToDevice),
+                  cudaSuccess);
+      const auto hx = bf16_values(static_cast<std::size_t>(n * sh.k), 12, 1.0f);
+      ASSERT_EQ(cudaMemcpy(x.p, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    // As the engine's plan_for: W [m][k] used transposed, activations [n][k], out [n][m].
+    cublasLtMatmulDesc_t raw = nullptr;
+    ASSERT_EQ(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    const itera::cuda::matmul_desc op(raw);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), CUBLAS_STATUS_SUCCESS);
+    const cudaDataType_t d_type = sh.residual ? CUDA_R_32F : CUDA_R_16BF;
+    const auto a = itera::cuda::make_layout(CUDA_R_16BF, sh.k, sh.m, sh.k);
+    const auto b = itera::cuda::make_layout(CUDA_R_16BF, sh.k, n, sh.k);
+    const auto d = itera::cuda::make_layout(d_type, sh.m, n, sh.m);
+    const auto pref = itera::cuda::make_preference(dev.lt_workspace_size());
+    std::vector<cublasLtMatmulHeuristicResult_t> results(64);
+    int returned = 0;
+    ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), op.get(), a.get(), b.get(), d.get(), d.get(), pref.get(),
+                                             static_cast<int>(results.size()), results.data(), &returned),
+              CUBLAS_STATUS_SUCCESS);
+    ASSERT_GT(returned, 0) << "no algorithm for this product";
+    std::vector<candidate> cands;
+    for (int i = 0; i < returned; ++i) {
+      if (results[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+      const cublasLtMatmulAlgo_t base = results[static_cast<std::size_t>(i)].algo;
+      for (const int split : {0, 2, 4, 8}) {  // 0: as the heuristic gave it
+        candidate c;
+        c.algo.algo = base;
+        if (split > 0) {
+          if (config(base, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == split) continue;
+          const std::uint32_t k_split = static_cast<std::uint32_t>(split);
+          const std::uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+          if (cublasLtMatmulAlgoConfigSetAttribute(&c.algo.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k_split,
+                                                   sizeof k_split) != CUBLAS_STATUS_SUCCESS ||
+              cublasLtMatmulAlgoConfigSetAttribute(&c.algo.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                   sizeof scheme) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        }
+        cublasLtMatmulHeuristicResult_t check = {};
+        if (cublasLtMatmulAlgoCheck(dev.lt_handle(), op.get(), a.get(), b.get(), d.get(), d.get(), &c.algo.algo,
+                                    &check) != CUBLAS_STATUS_SUCCESS ||
+            check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > dev.lt_workspace_size())
+          continue;
+        c.workspace = check.workspaceSize;
+        c.id = config(c.algo.algo, CUBLASLT_ALGO_CONFIG_ID);
+        c.tile = config(c.algo.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+        c.stages = config(c.algo.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+        c.split_k = std::max(1, config(c.algo.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+        c.from_heuristic = split == 0;
+        c.heuristic_rank = split == 0 ? i : -1;
+        cands.push_back(c);
+      }
+    }
+    ASSERT_FALSE(cands.empty());
+    const float alpha = 1.0f, beta = sh.residual ? 1.0f : 0.0f;
+    const auto run = [&](const candidate& c, int copy) {
+      const __nv_bfloat16* wc = w.p + static_cast<std::size_t>(copy) * sh.m * sh.k;
+      return cublasLtMatmul(dev.lt_handle(), op.get(), &alpha, wc, a.get(), x.p, b.get(), &beta, out.p, d.get(), out.p,
+                            d.get(), &c.algo.algo, dev.lt_workspace(), dev.lt_workspace_size(), s);
+    };
+    // Each candidate's output from a zeroed residual against the first's (the heuristic's pick).
+    const std::size_t out_bytes = static_cast<std::size_t>(n * sh.m) * (sh.residual ? 4 : 2);
+    std::vector<float> first_out, got(static_cast<std::size_t>(n * sh.m));
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+    constexpr int launches = 24;
+    for (candidate& c : cands) {
+      ASSERT_EQ(cudaMemsetAsync(out.p, 0, out_bytes, s), cudaSuccess);
+      ASSERT_EQ(run(c, 0), CUBLAS_STATUS_SUCCESS) << "algo " << c.id << " split " << c.split_k;
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      std::vector<float> values(static_cast<std::size_t>(n * sh.m));
+      if (sh.residual) {
+        ASSERT_EQ(cudaMemcpy(values.data(), out.p, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      } else {
+        std::vector<__nv_bfloat16> h(values.size());
+        ASSERT_EQ(cudaMemcpy(h.data(), out.p, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (std::size_t i = 0; i < h.size(); ++i) values[i] = __bfloat162float(h[i]);
+      }
+      if (first_out.empty()) {
+        first_out = values;
+      } else {
+        const double e = itera::test::normalised_error(values, first_out);
+        EXPECT_LT(e, 1e-2) << "algo " << c.id << " tile " << c.tile << " split " << c.split_k
+                           << ": its output against the heuristic's first pick";
+      }
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(run(c, i % copies), CUBLAS_STATUS_SUCCESS);  // warm-up
+      ASSERT_EQ(cudaEventRecord(e0, s), cudaSuccess);
+      for (int i = 0; i < launches; ++i) ASSERT_EQ(run(c, i % copies), CUBLAS_STATUS_SUCCESS);
+      ASSERT_EQ(cudaEventRecord(e1, s), cudaSuccess);
+      ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+      float ms = 0;
+      ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+      c.us = 1e3 * ms / launches;
+    }
+    // The heuristic's pick again on one copy of the weights, launch after launch: as fast as the
+    // product runs where its weights are in the L2 (all of them where they fit: o_proj's 33.5 MB),
+    // which says what an L2 prefetch ahead of it could gain.
+    float warm_ms = 0;
+    {
+      const candidate& first = cands.front();
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(run(first, 0), CUBLAS_STATUS_SUCCESS);
+      ASSERT_EQ(cudaEventRecord(e0, s), cudaSuccess);
+      for (int i = 0; i < launches; ++i) ASSERT_EQ(run(first, 0), CUBLAS_STATUS_SUCCESS);
+      ASSERT_EQ(cudaEventRecord(e1, s), cudaSuccess);
+      ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+      ASSERT_EQ(cudaEventElapsedTime(&warm_ms, e0, e1), cudaSuccess);
+    }
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+    std::vector<const candidate*> order;
+    for (const candidate& c : cands) order.push_back(&c);
+    std::sort(order.begin(), order.end(), [](const candidate* l, const candidate* r) { return l->us < r->us; });
+    std::printf("%s (M=%lld N=%lld K=%lld, %s out, %d weight copies): %zu candidates\n", sh.name,
+                static_cast<long long>(sh.m), static_cast<long long>(n), static_cast<long long>(sh.k),
+                sh.residual ? "fp32 residual" : "bf16", copies, cands.size());
+    std::printf("  the heuristic's first on one copy, launch after launch (L2-warm where it fits): %.1f us\n",
+                1e3 * warm_ms / launches);
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      const candidate& c = *order[r];
+      const bool show = r < 10 || c.heuristic_rank == 0;
+      if (!show) continue;
+      std::printf("  %3zu  %8.1f us  %5.2f TB/s  algo %3d tile %3d stages %3d split-K %d%s\n", r + 1, c.us,
+                  static_cast<double>(w_bytes) / (c.us * 1e-6) / 1e12, c.id, c.tile, c.stages, c.split_k,
+                  c.heuristic_rank == 0 ? "  <- the heuristic's first (the engine's)"
+                  : c.from_heuristic ? (" (heuristic #" + std::to_string(c.heuristic_rank + 1) + ")").c_str()
+                                     : "");
+    }
+  }
+}
+
+#endif
+
+}  // namespace
