@@ -685,8 +685,7 @@ template <class A>
 void prepare_decode_attention(const attention_shape& s) {
   for (const bool wide : {false, true})
     if (const decode_choice<A> d = decode_kernel_for<A>(s, wide); d.fn && d.shared_bytes > 48 * 1024)
-      ITERA_CUDA_CHECK(
-          cudaFuncSetAttribute(d.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.shared_bytes)));
+      allow_dynamic_shared(reinterpret_cast<const void*>(d.fn), d.shared_bytes);  // only ever grows
 }
 
 template <class A>

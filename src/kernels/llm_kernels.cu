@@ -1499,7 +1499,7 @@ void prepare_attention(const attention_shape& s) {
   for (const void* fn : {reinterpret_cast<const void*>(attention_rows<A>),
                          reinterpret_cast<const void*>(attention_16bit_cache<A>),
                          reinterpret_cast<const void*>(attention_fp8_cache<A>)})
-    ITERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    allow_dynamic_shared(fn, bytes);  // only ever grows: an engine of a longer context may still be live
 }
 
 template <class A>

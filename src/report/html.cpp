@@ -727,11 +727,11 @@ section memory_section(const std::vector<case_ref>& all, const run_names& labels
 
 section precision_section(const std::vector<result_set>& sets, const run_names& labels) {
   section s{"precision", "Precision against speed",
-            "Cases of one run that differ only in their precision axes (weights, lm_head, kv, compute): each one's decode "
-            "rate (throughput/decode_tokens_per_s) over that of the group's widest case (the most bytes a weight, "
-            "then a cached value), with the quality figures the case measured against its reference beside it "
-            "(quality/logits_rel_error, quality/top1_agreement). Only rates from the same run are divided: the "
-            "same binary runs up to 17% apart on two fresh machines of one model.",
+            "Cases of one run that differ only in their precision axes (weights, lm_head, kv, compute): each one's "
+            "decode rate (throughput/decode_tokens_per_s) over that of the group's widest case (the most bytes a "
+            "weight, then an LM head's weight, then a cached value), with the quality figures the case measured "
+            "against its reference beside it (quality/logits_rel_error, quality/top1_agreement). Only rates from "
+            "the same run are divided: the same binary runs up to 17% apart on two fresh machines of one model.",
             {}};
   int n = 0;
   for (std::size_t i = 0; i < sets.size(); ++i) {

@@ -179,6 +179,9 @@ TEST_F(llm_decode_step, long_context_after_a_short_one_gets_its_shared_memory) {
     opts.batch = 1;
     opts.max_prompt = prompt;
     opts.max_context = prompt + 2;
+    const k::decode_step_shape shape{c.layers, c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate,
+                                     opts.max_context, false, k::kv_storage::bf16, 1e-5f, 0.0884f};
+    ASSERT_EQ(k::decode_step_refusal(shape), "") << "the kernel must take this shape on this device";
     const std::vector<std::int32_t> ids = random_ids(c, prompt, 5);
     cuda_engine eng(*m_dev, w, opts);
     (void)eng.prefill(ids, prompt);

@@ -103,6 +103,14 @@ TEST(LlmMemoryPlan, Fp8WeightsCountTheirProductScratch) {
   EXPECT_EQ(dequant.bytes_of("activations") - bf16_plan.bytes_of("activations"), 256u * 64 * 2);
   EXPECT_EQ(dequant.activations.back().name, "fp8 dequant scratch");
   EXPECT_LT(mma.bytes_of("weights"), bf16_plan.bytes_of("weights"));
+  // An fp8 LM head (lm_head=fp8_e4m3; 1000 rows here, past the scratch): its codes and scales in the
+  // weights, the scratch unchanged (the head is dequantised in slices of the largest projection).
+  r.config.vocab = 1000;
+  const auto bf16_head = plan_memory(r);
+  r.config.fp8_lm_head = true;
+  const auto fp8_head = plan_memory(r);
+  EXPECT_EQ(bf16_head.bytes_of("weights") - fp8_head.bytes_of("weights"), 1000u * 64 * 2 - (1000u * 64 + 1000u * 4));
+  EXPECT_EQ(fp8_head.bytes_of("activations"), bf16_head.bytes_of("activations"));
 }
 
 TEST(LlmMemoryPlan, DoesNotFitNamesTheNumbersLargestPartFirst) {

@@ -88,6 +88,13 @@ TEST(Precision, LmHeadIsAPrecisionAxis) {
   EXPECT_DOUBLE_EQ(rows[1].speedup, 417.0 / 253);
   EXPECT_DOUBLE_EQ(rows[2].speedup, 399.0 / 253);
   EXPECT_EQ(rows[0].label, "llm");
+  // Among fp8 weights alone the 16-bit LM head is the reference, wherever it is listed.
+  std::vector<case_record> fp8_only = {cs[0], cs[1]};
+  const auto two = precision_speedups(pointers(fp8_only));
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].rec, &fp8_only[1]);
+  EXPECT_TRUE(two[0].reference);
+  EXPECT_DOUBLE_EQ(two[1].speedup, 417.0 / 399);
 }
 
 TEST(Precision, TheReferenceIsTheWidestWeightsThenCacheThenBf16Compute) {

@@ -162,7 +162,7 @@ struct cuda_engine::impl {
   std::vector<k::decode_layer> step_layers_uploaded;
   std::uint64_t step_bytes() const { return step_kernel ? step_kernel_bytes_for(c, step_shape) : 0; }
 
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>, gemm_plan> plans;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, std::int64_t>, gemm_plan> plans;
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
   std::vector<bool> busy;          // slot holds a sequence
   std::int64_t staged = 0;         // ids staged for the next prefill
@@ -258,7 +258,6 @@ struct cuda_engine::impl {
         act_scales = big(static_cast<std::uint64_t>(max_rows) * 4);
       } else if (fp8) {
         dequantised = big(elems(std::max({qkv_width * c.hidden, c.hidden * c.q_dim(), 2 * c.intermediate * c.hidden,
-                                          fp8_head ? c.vocab * c.hidden : 0,
                                           c.hidden * c.intermediate})));
       }
       const auto cache_elems = static_cast<std::uint64_t>(c.layers * o.batch * c.kv_heads * o.max_context * c.head_dim);
@@ -315,7 +314,7 @@ struct cuda_engine::impl {
   }
 
   // Byte offset in the arena of one checkpoint tensor (inside its fused part); `scales`: the offset
-  // of its fp8 row scales instead (projections of an fp8 engine only).
+  // of its fp8 row scales instead (an fp8 engine's quantised tensors only: quantised()).
   std::uint64_t tensor_offset(const tensor_spec& spec, bool scales = false) const {
     const std::uint64_t hidden = static_cast<std::uint64_t>(c.hidden), qd = static_cast<std::uint64_t>(c.q_dim()),
                         kvd = static_cast<std::uint64_t>(c.kv_dim()), inter = static_cast<std::uint64_t>(c.intermediate);
@@ -420,9 +419,12 @@ struct cuda_engine::impl {
   }
 
   // fp8_inputs: both operands fp8 e4m3 codes, unscaled (the engine applies the scales after).
-  // 16-bit operands and output: act_type, the compute type.
-  gemm_plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out, bool fp8_inputs = false) {
-    const auto key = std::make_tuple(m, n, kk, fp32_out, fp8_inputs);
+  // 16-bit operands and output: act_type, the compute type. ldd: the output's leading dimension
+  // (0: m; larger where the product fills a column block of a wider output: a slice of the LM head).
+  gemm_plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out, bool fp8_inputs = false,
+                      std::int64_t ldd = 0) {
+    if (ldd == 0) ldd = m;
+    const auto key = std::make_tuple(m, n, kk, fp32_out, fp8_inputs, ldd);
     if (auto it = plans.find(key); it != plans.end()) return it->second;
     gemm_plan p;
     cublasLtMatmulDesc_t op = nullptr;
@@ -435,7 +437,7 @@ struct cuda_engine::impl {
     const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : act_type;
     p.a = make_layout(in_type, kk, m, kk);  // W: K x M, used transposed
     p.b = make_layout(in_type, kk, n, kk);  // activations [n][K]
-    p.d = make_layout(d_type, m, n, m);         // [n][M], also C
+    p.d = make_layout(d_type, m, n, ldd);       // [n][ldd], M of each row; also C
     const matmul_preference pref = cuda::make_preference(dev.lt_workspace_size());
     cublasLtMatmulHeuristicResult_t result = {};
     int returned = 0;
@@ -498,16 +500,50 @@ struct cuda_engine::impl {
       k::scale_product<A>(sums, out, fp32_out, n, m, w.scales, act_scales.as<float>(), beta, alpha, dev.stream());
       return;
     }
-    const void* a = w.w;
+    const float alpha = 1.0f;
     if (w.scales) {
-      k::dequantise_fp8(static_cast<const std::uint8_t*>(w.w), w.scales, m, kk, dequantised.as<A>(), dev.stream());
-      a = dequantised.data();
+      // Dequantised into the 16-bit scratch as many rows at a time as it holds (a layer projection
+      // whole, the LM head in slices), each slice's outputs a column block of out.
+      const std::int64_t step = dequantised_rows(m, kk);
+      const std::size_t out_element = fp32_out ? 4 : 2;
+      for (std::int64_t r0 = 0; r0 < m; r0 += step) {
+        const std::int64_t rows = std::min(step, m - r0);
+        k::dequantise_fp8(static_cast<const std::uint8_t*>(w.w) + r0 * kk, w.scales + r0, rows, kk,
+                          dequantised.as<A>(), dev.stream());
+        gemm_plan& p = plan_for(rows, n, kk, fp32_out, false, m);
+        void* d = static_cast<unsigned char*>(out) + static_cast<std::size_t>(r0) * out_element;
+        ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, dequantised.data(), p.a.get(), in,
+                                          p.b.get(), &beta, d, p.d.get(), d, p.d.get(), &p.chosen.algo,
+                                          dev.lt_workspace(), dev.lt_workspace_size(), dev.stream()));
+      }
+      return;
     }
     gemm_plan& p = plan_for(m, n, kk, fp32_out);
-    const float alpha = 1.0f;
-    ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, a, p.a.get(), in, p.b.get(), &beta, out,
+    ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w.w, p.a.get(), in, p.b.get(), &beta, out,
                                       p.d.get(), out, p.d.get(), &p.chosen.algo, dev.lt_workspace(),
                                       dev.lt_workspace_size(), dev.stream()));
+  }
+
+  // fp8 without fp8_mma: the rows of an m x kk matrix that the 16-bit scratch holds at a time (it
+  // is sized for the largest layer projection: those whole, the LM head in slices of a multiple of
+  // 64 rows, so that each slice's outputs start 16-byte aligned).
+  std::int64_t dequantised_rows(std::int64_t m, std::int64_t kk) const {
+    const auto fit = static_cast<std::int64_t>(dequantised.bytes() / (2 * static_cast<std::uint64_t>(kk)));
+    if (fit >= m) return m;
+    if (fit < 64)
+      throw std::logic_error(cat("llm cuda engine: the dequantisation scratch holds ", fit, " rows of ", kk,
+                                 " inputs; slices are 64 rows or more"));
+    return fit / 64 * 64;
+  }
+
+  // The cuBLASLt plans gemm() takes for an n-row product with w (m x kk), made ahead of a capture.
+  void prepare_plans(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out, const matrix& w) {
+    if (w.scales && !fp8_mma) {
+      const std::int64_t step = dequantised_rows(m, kk);
+      for (std::int64_t r0 = 0; r0 < m; r0 += step) (void)plan_for(std::min(step, m - r0), n, kk, fp32_out, false, m);
+      return;
+    }
+    (void)plan_for(m, n, kk, fp32_out, w.scales != nullptr);
   }
 
   // The decode step's fused products (k::gemv_rms_norm, k::gemv_swiglu), where the gemv runs the
@@ -893,7 +929,7 @@ struct cuda_engine::impl {
         {c.hidden, c.intermediate, true, act.data(), projection(l0.wdown, l0.sdown)},
         {c.vocab, c.hidden, true, h.data(), lm_head()}};
     for (const auto& [m, kk, fp32, in, w] : products)
-      if (!small(rows, kk, w, in)) (void)plan_for(m, rows, kk, fp32, w.scales && fp8_mma);
+      if (!small(rows, kk, w, in)) prepare_plans(m, rows, kk, fp32, w);
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
     // under capture.
     if (half)

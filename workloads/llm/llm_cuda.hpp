@@ -59,11 +59,13 @@ struct engine_options {
   // Weight storage: bf16 or fp16 (values of that type; held in the compute type: a weight of the
   // other 16-bit type is rounded to it once, at load), or fp8_e4m3 for the layer projections (one
   // fp32 scale per output channel, quantised by the engine from bf16 values as weights.hpp:
-  // round_tensor does; the rest bf16 values, held in the compute type). Products of at most 2 rows
+  // round_tensor does, the LM head too where config.fp8_lm_head asks; the rest bf16 values, held in
+  // the compute type). Products of at most 2 rows
   // read the fp8 codes in the gemv kernel; larger ones run on fp8 tensor cores (activations
   // quantised per token, both scales applied to the sums after) where cuBLASLt multiplies fp8 into
   // the compute type (cuda_engine::fp8_products_available), else dequantise the matrix to a 16-bit
-  // scratch and run cuBLASLt in the compute type.
+  // scratch (the largest projection's size; an fp8 LM head in slices) and run cuBLASLt in the
+  // compute type.
   dtype weights = dtype::bf16;
   // KV cache storage: the compute type (bf16 or fp16; the other 16-bit type is refused), or
   // fp8_e4m3 codes (1 byte per element; scale 1, saturating; read back by the decode attention

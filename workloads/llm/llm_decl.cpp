@@ -37,8 +37,8 @@ workload_decl declaration() {
        "reports its quality against bf16 compute; the cpu engine computes in fp32 whatever this says",
        {"bf16", "fp16"}, 0, 0},
       {"weights", axis_kind::string, "bf16",
-       "weight storage; fp8_e4m3: layer projections with one scale per output channel, the rest bf16 values (held in "
-       "the compute type on cuda)",
+       "weight storage; fp8_e4m3: layer projections with one scale per output channel (the LM head too with "
+       "lm_head=fp8_e4m3), the rest bf16 values (held in the compute type on cuda)",
        {"bf16", "fp16", "fp8_e4m3"}, 0, 0},
       {"lm_head", axis_kind::string, "16bit",
        "LM head storage with weights=fp8_e4m3; 16bit: bf16 as fp8 checkpoints ship it; fp8_e4m3: quantised as the "

@@ -70,15 +70,14 @@ memory_plan plan_memory(const memory_request& r) {
   };
   // fp8 weights, products above the cuda engine's GEMV rows (llm_cuda.hpp): on fp8 tensor cores
   // the activations are quantised per token into one scratch sized for the widest input, with a
-  // scale per row; otherwise a projection at a time is dequantised into a scratch of the 16-bit
-  // compute type (bf16 or fp16: 2 bytes an element either way).
+  // scale per row; otherwise a projection at a time (an fp8 LM head in slices of that size) is
+  // dequantised into a scratch of the 16-bit compute type (bf16 or fp16: 2 bytes an element).
   if (r.weights == dtype::fp8_e4m3 && r.fp8_products)
     plan.activations.push_back({"fp8 activation codes", to_bytes(rows * (std::max({hidden, qd, inter}) + 4))});
   else if (r.weights == dtype::fp8_e4m3)
     plan.activations.push_back(
         {"fp8 dequant scratch",
-         to_bytes(2.0 * std::max({(qd + 2 * kvd) * hidden, hidden * qd, 2 * inter * hidden, hidden * inter,
-                                  c.fp8_lm_head ? static_cast<double>(c.vocab) * hidden : 0.0}))});
+         to_bytes(2.0 * std::max({(qd + 2 * kvd) * hidden, hidden * qd, 2 * inter * hidden, hidden * inter}))});
   std::uint64_t activation_bytes = 0;
   for (const auto& p : plan.activations) activation_bytes += p.bytes;
 

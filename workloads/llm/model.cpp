@@ -252,7 +252,7 @@ namespace {
 // head with c.fp8_lm_head): one fp32 scale for each.
 std::int64_t fp8_output_channels(const model_config& c) {
   return c.layers * (c.q_dim() + 2 * c.kv_dim() + c.hidden + 2 * c.intermediate + c.hidden) +
-         (c.fp8_lm_head ? c.vocab : 0);
+         (c.fp8_lm_head && !c.tie_embeddings ? c.vocab : 0);
 }
 
 dtype table_dtype(dtype weights) { return weights == dtype::fp8_e4m3 ? dtype::bf16 : weights; }

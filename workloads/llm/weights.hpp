@@ -75,7 +75,8 @@ inline float from_16bit(dtype type, std::uint16_t bits) {
 
 // fp8 e4m3 weights (model.hpp: weight_bytes): the layer projections hold one fp32 scale per
 // output channel (row), scale = max |row| / 448 (1 for a row of zeros), and each value as the
-// e4m3 code of value / scale (round to nearest even, saturating); everything else stays bf16.
+// e4m3 code of value / scale (round to nearest even, saturating); so does the LM head where
+// model_config::fp8_lm_head asks (tensor_spec::fp8); everything else stays bf16.
 // Quantised from the bf16 values, the same arithmetic on the host and on the device, so a cuda
 // engine generating its fp8 weights holds the codes this host code computes.
 inline constexpr float fp8_e4m3_max = 448.0f;
