@@ -1,6 +1,8 @@
 #include "src/kernels/launch.cuh"
 
 #include <atomic>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -58,6 +60,17 @@ bool env_switch(const char* name, bool unset) {
   if (std::strcmp(v, "1") == 0) return true;
   if (std::strcmp(v, "0") == 0) return false;
   throw usage_error(std::string(name) + "='" + v + "': give 1 (on) or 0 (off), or leave it unset");
+}
+
+std::int64_t env_count(const char* name, std::int64_t unset, const char* meaning) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return unset;
+  std::int64_t n = 0;
+  const char* end = v + std::strlen(v);
+  const auto [ptr, ec] = std::from_chars(v, end, n);
+  if (ec != std::errc() || ptr != end || n < 0)
+    throw usage_error(std::string(name) + "='" + v + "': " + meaning);
+  return n;
 }
 
 bool overridable_switch::on() {

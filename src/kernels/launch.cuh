@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -48,6 +49,10 @@ bool programmatic_launch_enabled();
 // An on/off environment switch of the kernels (ITERA_LLM_PDL, ITERA_ATTENTION_WGMMA,
 // ITERA_LLM_WIDE_DECODE): 1 on, 0 off, unset or empty `unset`; anything else a usage_error.
 bool env_switch(const char* name, bool unset);
+// A count from the environment (the engine's A/B row thresholds: ITERA_LLM_GEMV_MAX_FP8,
+// ITERA_LLM_FUSED_GATE_UP, ITERA_LLM_FUSED_QKV): unset or empty `unset`; a whole number >= 0,
+// all of it digits, else a usage_error naming the variable, its value and `meaning`.
+std::int64_t env_count(const char* name, std::int64_t unset, const char* meaning);
 // An env_switch that a test may override for the process: on() is the override where one is set,
 // else the environment's choice (read once); override(std::nullopt) gives that back. For the
 // kernel choices tests pin both ways (ITERA_VIT_ATTENTION_PERSISTENT, ITERA_LLM_FP8_MMA_GEMV,

@@ -46,6 +46,7 @@
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
 #include "src/kernels/attention_choice.hpp"
+#include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
 #include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/llm_cpu.hpp"
@@ -456,10 +457,8 @@ struct cuda_engine::impl {
   // (llama-3.1-8b decode step): 1 row gemv 3.07 ms against products 3.49; 2 rows 3.52 against
   // 3.54; 4 rows 4.86 against 3.89. ITERA_LLM_GEMV_MAX_FP8 sets it (A/B measurements).
   static std::int64_t fp8_gemv_rows() {
-    static const std::int64_t most = [] {
-      const char* v = std::getenv("ITERA_LLM_GEMV_MAX_FP8");
-      return v ? std::atoll(v) : std::int64_t{2};
-    }();
+    static const std::int64_t most = itera::kernels::env_count(
+        "ITERA_LLM_GEMV_MAX_FP8", 2, "the most rows the fp8 gemv takes (0: none), a whole number");
     return most;
   }
   static bool small(std::int64_t n, std::int64_t kk, const matrix& w, const void* in) {
@@ -483,8 +482,8 @@ struct cuda_engine::impl {
       // fp8 tensor cores on the codes: the activations quantised per token, the product's sums
       // unscaled (in `out` itself, 16-bit, or fp32 with beta 0: the LM head's logits; a product that
       // adds into the residual sums in the gate/up scratch, free wherever one runs), then both
-      // scales applied (scale_product). 16-bit fp16 sums
-      // are scaled down by a power of two to fit (k::fp8_sums_scale; bf16's is 1).
+      // scales applied (scale_product). 16-bit fp16 sums are scaled down by a power of two to fit
+      // (k::fp8_sums_scale; bf16's is 1).
       k::quantise_rows_fp8(in, n, kk, act_codes.as<std::uint8_t>(), act_scales.as<float>(), dev.stream());
       gemm_plan& p = plan_for(m, n, kk, fp32_out, true);
       void* sums = out;
@@ -590,12 +589,9 @@ struct cuda_engine::impl {
   // after it. ITERA_LLM_FUSED_GATE_UP, ITERA_LLM_FUSED_QKV: unset, from 512 rows; 0, never; a
   // number, from that many rows (A/B measurements).
   static std::int64_t fused_rows_from(const char* var) {
-    const char* v = std::getenv(var);
-    if (!v || !*v) return 512;
-    const long long n = std::atoll(v);
-    if (n < 0 || (n == 0 && std::string_view(v) != "0"))
-      throw usage_error(cat(var, "='", v, "': 0 (never) or the rows from which the fused kernel runs"));
-    return n == 0 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(n);
+    const std::int64_t n =
+        itera::kernels::env_count(var, 512, "0 (never) or the rows from which the fused kernel runs");
+    return n == 0 ? std::numeric_limits<std::int64_t>::max() : n;
   }
   static std::int64_t fused_gate_up_rows() {
     static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_GATE_UP");
