@@ -765,8 +765,8 @@ section precision_section(const std::vector<result_set>& sets, const run_names& 
   }
   if (s.charts.empty())
     s.charts.push_back(empty_chart("precision", s.id, "Precision against speed",
-                                   "no run holds two finished cases that differ only in weights, lm_head, kv or compute "
-                                   "(the llm workload with --axis weights=bf16,fp8_e4m3 makes such a pair)."));
+                                   "no run holds two finished cases that differ only in weights, lm_head, kv or "
+                                   "compute (the llm workload with --axis weights=bf16,fp8_e4m3 makes such a pair)."));
   return s;
 }
 

@@ -329,8 +329,8 @@ void write_operating_points(std::ostream& out, const std::vector<const case_reco
   out << '\n';
 }
 
-// Precision (R6, R10): cases of this run that differ only in weights, lm_head, kv or compute, each group's
-// decode rate against its widest case (precision_speedups), the quality figures beside it.
+// Precision (R6, R10): cases of this run that differ only in weights, lm_head, kv or compute, each
+// group's decode rate against its widest case (precision_speedups), the quality figures beside it.
 void write_precision(std::ostream& out, const std::vector<const case_record*>& cases) {
   const auto rows = precision_speedups(cases);
   if (rows.empty()) return;
@@ -342,8 +342,8 @@ void write_precision(std::ostream& out, const std::vector<const case_record*>& c
     for (auto& cell : report::precision_cells(r)) row.push_back(std::move(cell));
     t.rows.push_back(std::move(row));
   }
-  out << "Precision against speed (cases that differ only in weights, lm_head, kv or compute; each group's rates measured in "
-         "this run, against its widest case):\n\n";
+  out << "Precision against speed (cases that differ only in weights, lm_head, kv or compute; each group's rates "
+         "measured in this run, against its widest case):\n\n";
   t.write(out);
   out << '\n';
 }

@@ -72,17 +72,6 @@ std::vector<__nv_bfloat16> bf16_values(std::size_t count, std::uint64_t seed, fl
   return out;
 }
 
-template <class T>
-struct device_array {
-  T* p = nullptr;
-  explicit device_array(std::size_t n) {
-    if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) p = nullptr;
-  }
-  ~device_array() { (void)cudaFree(p); }
-  device_array(const device_array&) = delete;
-  device_array& operator=(const device_array&) = delete;
-};
-
 TEST_F(llm_products_timing, batch64_cublaslt_search) {
   const char* asked = std::getenv("ITERA_LLM_PRODUCTS_SEARCH");
   if (!asked || std::string(asked) != "1") GTEST_SKIP() << "a search of cuBLASLt's algorithms: ITERA_LLM_PRODUCTS_SEARCH=1 runs it";
@@ -101,16 +90,19 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
     int l2 = 0;
     ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), cudaSuccess);
     const int copies = static_cast<int>(std::max<std::uint64_t>(4, 2 * static_cast<std::uint64_t>(l2) / w_bytes + 2));
-    device_array<__nv_bfloat16> w(static_cast<std::size_t>(sh.m * sh.k) * copies), x(static_cast<std::size_t>(n * sh.k));
-    device_array<float> out(static_cast<std::size_t>(n * sh.m)), ref(static_cast<std::size_t>(n * sh.m));
-    ASSERT_TRUE(w.p && x.p && out.p && ref.p) << "device memory for " << copies << " copies of " << w_bytes << " bytes";
+    const itera::cuda::device_buffer w_buf = dev.allocate(w_bytes * static_cast<std::size_t>(copies)),
+                                     x_buf = dev.allocate(static_cast<std::size_t>(n * sh.k) * 2),
+                                     out_buf = dev.allocate(static_cast<std::size_t>(n * sh.m) * 4);
+    auto* const w = w_buf.as<__nv_bfloat16>();
+    auto* const x = x_buf.as<__nv_bfloat16>();
+    void* const out = out_buf.data();
     {
       const auto hw = bf16_values(static_cast<std::size_t>(sh.m * sh.k), 11, 0.02f);
       for (int c = 0; c < copies; ++c)
-        ASSERT_EQ(cudaMemcpy(w.p + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(), w_bytes, cudaMemcpyHostToDevice),
+        ASSERT_EQ(cudaMemcpy(w + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(), w_bytes, cudaMemcpyHostToDevice),
                   cudaSuccess);
       const auto hx = bf16_values(static_cast<std::size_t>(n * sh.k), 12, 1.0f);
-      ASSERT_EQ(cudaMemcpy(x.p, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
     }
     // As the engine's plan_for: W [m][k] used transposed, activations [n][k], out [n][m].
     cublasLtMatmulDesc_t raw = nullptr;
@@ -165,27 +157,27 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
     ASSERT_FALSE(cands.empty());
     const float alpha = 1.0f, beta = sh.residual ? 1.0f : 0.0f;
     const auto run = [&](const candidate& c, int copy) {
-      const __nv_bfloat16* wc = w.p + static_cast<std::size_t>(copy) * sh.m * sh.k;
-      return cublasLtMatmul(dev.lt_handle(), op.get(), &alpha, wc, a.get(), x.p, b.get(), &beta, out.p, d.get(), out.p,
+      const __nv_bfloat16* wc = w + static_cast<std::size_t>(copy) * sh.m * sh.k;
+      return cublasLtMatmul(dev.lt_handle(), op.get(), &alpha, wc, a.get(), x, b.get(), &beta, out, d.get(), out,
                             d.get(), &c.algo.algo, dev.lt_workspace(), dev.lt_workspace_size(), s);
     };
     // Each candidate's output from a zeroed residual against the first's (the heuristic's pick).
     const std::size_t out_bytes = static_cast<std::size_t>(n * sh.m) * (sh.residual ? 4 : 2);
-    std::vector<float> first_out, got(static_cast<std::size_t>(n * sh.m));
+    std::vector<float> first_out;
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
     ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
     constexpr int launches = 24;
     for (candidate& c : cands) {
-      ASSERT_EQ(cudaMemsetAsync(out.p, 0, out_bytes, s), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(out, 0, out_bytes, s), cudaSuccess);
       ASSERT_EQ(run(c, 0), CUBLAS_STATUS_SUCCESS) << "algo " << c.id << " split " << c.split_k;
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       std::vector<float> values(static_cast<std::size_t>(n * sh.m));
       if (sh.residual) {
-        ASSERT_EQ(cudaMemcpy(values.data(), out.p, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(values.data(), out, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
       } else {
         std::vector<__nv_bfloat16> h(values.size());
-        ASSERT_EQ(cudaMemcpy(h.data(), out.p, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(h.data(), out, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
         for (std::size_t i = 0; i < h.size(); ++i) values[i] = __bfloat162float(h[i]);
       }
       if (first_out.empty()) {

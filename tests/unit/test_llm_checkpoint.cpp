@@ -78,7 +78,7 @@ TEST(LlmWeights, Fp8ProjectionsAreRowScaledCodes) {
       const auto& q = fp8_w.tensor(spec);
       const auto& b = bf16_w.tensor(spec);
       ASSERT_EQ(q.size(), b.size()) << spec.name;
-      if (!fp8_quantised(spec)) {
+      if (!spec.fp8) {
         EXPECT_EQ(q, b) << spec.name << ": not a projection, stays bf16";
         continue;
       }

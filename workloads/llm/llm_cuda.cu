@@ -342,7 +342,7 @@ struct cuda_engine::impl {
     throw std::logic_error("llm cuda engine: tensor kind without a place");
   }
 
-  bool quantised(const tensor_spec& spec) const { return fp8 && fp8_quantised(spec); }
+  bool quantised(const tensor_spec& spec) const { return fp8 && spec.fp8; }
 
   // The 16-bit type a weight that is not an fp8 code is rounded to before the compute type: the
   // weights' own, bf16 for the rest of an fp8 model (weights.hpp: round_tensor).

@@ -101,8 +101,6 @@ void round_to_storage(dtype storage, std::vector<float>& values) {
   for (auto& v : values) v = round_to_storage(storage, v);
 }
 
-bool fp8_quantised(const tensor_spec& spec) { return spec.fp8; }
-
 std::vector<float> quantise_fp8_rows(std::span<const float> values, std::int64_t cols, std::uint8_t* codes) {
   if (cols < 1 || values.size() % static_cast<std::size_t>(cols) != 0)
     throw std::logic_error(fmt::format("quantise_fp8_rows: {} values are not rows of {}", values.size(), cols));
@@ -139,7 +137,7 @@ void round_tensor(const tensor_spec& spec, dtype storage, std::vector<float>& va
     return;
   }
   round_to_storage(dtype::bf16, values);
-  if (!fp8_quantised(spec)) return;
+  if (!spec.fp8) return;
   const std::int64_t cols = spec.shape.back();
   std::vector<std::uint8_t> codes(values.size());
   const auto scales = quantise_fp8_rows(values, cols, codes.data());

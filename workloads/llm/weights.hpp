@@ -83,11 +83,10 @@ inline constexpr float fp8_e4m3_max = 448.0f;
 ITERA_HOST_DEVICE inline float fp8_row_scale(float row_absmax) {
   return row_absmax > 0.0f ? row_absmax / fp8_e4m3_max : 1.0f;
 }
-bool fp8_quantised(const tensor_spec& spec);  // spec.fp8
 // Codes [rows][cols] of a row-major matrix, and returns its scales [rows].
 std::vector<float> quantise_fp8_rows(std::span<const float> values, std::int64_t cols, std::uint8_t* codes);
 // A tensor's values rounded to what `storage` holds for it, widened to fp32: with fp8_e4m3, a
-// matrix fp8_quantised names becomes scale x e4m3 code (from its bf16 values), the rest bf16.
+// matrix tensor_spec::fp8 marks becomes scale x e4m3 code (from its bf16 values), the rest bf16.
 void round_tensor(const tensor_spec& spec, dtype storage, std::vector<float>& values);
 
 struct layer_weights {

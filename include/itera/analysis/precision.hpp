@@ -1,7 +1,8 @@
 #pragma once
 // Precision against speed (DESIGN.md R6, R10; docs/report.md, "Precision against speed"): the
-// cases of one run that differ only in their precision axes (weights, lm_head, kv, compute), each case's
-// decode rate against its group's reference case, beside the quality figures the case measured.
+// cases of one run that differ only in their precision axes (weights, lm_head, kv, compute), each
+// case's decode rate against its group's reference case, beside the quality figures the case
+// measured.
 // Rates from one run only: the same binary's decode step differs by up to 17% between fresh H200
 // machines (docs/perf/2026-11-30-decode-step-4.md), so a speed-up across runs would measure the
 // machines.
@@ -31,8 +32,8 @@ const std::vector<std::string>& precision_axes();
 
 // Groups of two or more ok cases with a decode rate (throughput/decode_tokens_per_s) that agree on
 // every axis but the precision axes. The reference of a group is its widest case: the most bytes
-// a weight, then an LM head's weight, then a cached value, then bf16 compute before fp16 (the storage a 16-bit checkpoint
-// runs in). Rows in the cases' order, each group's reference first.
+// a weight, then an LM head's weight, then a cached value, then bf16 compute before fp16 (the
+// storage a 16-bit checkpoint runs in). Rows in the cases' order, each group's reference first.
 std::vector<precision_row> precision_speedups(const std::vector<const case_record*>& cases);
 
 }  // namespace itera
