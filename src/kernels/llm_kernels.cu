@@ -87,53 +87,110 @@ constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers bet
 
 // One block per row. Vector path (hidden % 4 == 0, 16-byte aligned rows): each thread loads its
 // chunks (all in flight at once) and keeps them for the scaling pass; chunks past
-// rms_cached * blockDim are read again. Scalar path otherwise.
+// rms_cached * blockDim are read again. Scalar path otherwise. With parts (add_rms_norm: in_stride
+// 1, offset 0), each element of the row first gets the parts' sums added and is stored back into
+// x, by the thread that reads it again; without a weight the kernel stops there.
 template <class A>
 __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, std::int64_t in_stride,
                                                                std::int64_t in_offset, const A* weight, A* out,
-                                                               std::int64_t hidden, float eps, bool vec) {
+                                                               std::int64_t hidden, float eps, bool vec,
+                                                               residual_parts parts) {
   grid_dependents_launch();
   grid_dependency_wait();
   __shared__ float scratch[32];
   const std::int64_t r = blockIdx.x;
   const float* in = x + (r * in_stride + in_offset) * hidden;
-  A* o = out + r * hidden;
+  A* o = out ? out + r * hidden : nullptr;
+  float* const back = parts.count > 0 ? const_cast<float*>(in) : nullptr;  // x itself (add_rms_norm)
+  const float* const part0 = parts.sums + r * hidden;
   float ss = 0;
   if (vec) {
     const std::int64_t n4 = hidden / 4;
     const auto* in4 = reinterpret_cast<const float4*>(in);
+    // x's chunk c with the parts added (in part order) and stored back.
+    const auto added = [&](std::int64_t c, float4 v) {
+      for (int p = 0; p < parts.count; ++p) {
+        const float4 d = __ldg(reinterpret_cast<const float4*>(part0 + p * parts.stride) + c);
+        v.x += d.x;
+        v.y += d.y;
+        v.z += d.z;
+        v.w += d.w;
+      }
+      reinterpret_cast<float4*>(back)[c] = v;
+      return v;
+    };
+    // Every load of x's chunks and then of each part's issued before any store (a store to x
+    // between them would hold the next loads back: the compiler cannot tell x from the parts).
+    // The norm weight of the kept chunks too, ahead of the block's reduction rather than after it.
+    const auto* w2 = reinterpret_cast<const pair_of<A>*>(weight);
     float4 cache[rms_cached];
+    pair_of<A> kept_w[rms_cached][2];
 #pragma unroll
     for (int k = 0; k < rms_cached; ++k) {
       const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
       cache[k] = c < n4 ? in4[c] : make_float4(0, 0, 0, 0);
+      if (weight && c < n4) {
+        kept_w[k][0] = w2[2 * c];
+        kept_w[k][1] = w2[2 * c + 1];
+      }
+    }
+    if (back) {
+      for (int p = 0; p < parts.count; ++p) {
+        const auto* part4 = reinterpret_cast<const float4*>(part0 + p * parts.stride);
+        float4 d[rms_cached];
+#pragma unroll
+        for (int k = 0; k < rms_cached; ++k) {
+          const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
+          d[k] = c < n4 ? __ldg(part4 + c) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int k = 0; k < rms_cached; ++k) {
+          cache[k].x += d[k].x;
+          cache[k].y += d[k].y;
+          cache[k].z += d[k].z;
+          cache[k].w += d[k].w;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < rms_cached; ++k) {
+        const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
+        if (c < n4) reinterpret_cast<float4*>(back)[c] = cache[k];
+      }
     }
 #pragma unroll
     for (int k = 0; k < rms_cached; ++k)
       ss += cache[k].x * cache[k].x + cache[k].y * cache[k].y + cache[k].z * cache[k].z + cache[k].w * cache[k].w;
     for (std::int64_t c = threadIdx.x + static_cast<std::int64_t>(rms_cached) * blockDim.x; c < n4; c += blockDim.x) {
-      const float4 v = in4[c];
+      const float4 v = back ? added(c, in4[c]) : in4[c];
       ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
+    if (!weight) return;
     ss = block_sum(ss, scratch);
     const float scale = rms_scale(ss, hidden, eps);
-    const auto* w2 = reinterpret_cast<const pair_of<A>*>(weight);
     auto* o2 = reinterpret_cast<pair_of<A>*>(o);
-    const auto store = [&](std::int64_t c, const float4& v) {
-      const float2 wa = to_float2(w2[2 * c]), wb = to_float2(w2[2 * c + 1]);
+    const auto store = [&](std::int64_t c, const float4& v, const pair_of<A>& w01, const pair_of<A>& w23) {
+      const float2 wa = to_float2(w01), wb = to_float2(w23);
       o2[2 * c] = make_pair<A>(rms_apply<A>(wa.x, v.x, scale), rms_apply<A>(wa.y, v.y, scale));
       o2[2 * c + 1] = make_pair<A>(rms_apply<A>(wb.x, v.z, scale), rms_apply<A>(wb.y, v.w, scale));
     };
 #pragma unroll
     for (int k = 0; k < rms_cached; ++k) {
       const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
-      if (c < n4) store(c, cache[k]);
+      if (c < n4) store(c, cache[k], kept_w[k][0], kept_w[k][1]);
     }
     for (std::int64_t c = threadIdx.x + static_cast<std::int64_t>(rms_cached) * blockDim.x; c < n4; c += blockDim.x)
-      store(c, in4[c]);
+      store(c, in4[c], w2[2 * c], w2[2 * c + 1]);
     return;
   }
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) ss += in[i] * in[i];
+  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float v = in[i];
+    if (back) {
+      for (int p = 0; p < parts.count; ++p) v += part0[p * parts.stride + i];
+      back[i] = v;
+    }
+    ss += v * v;
+  }
+  if (!weight) return;
   ss = block_sum(ss, scratch);
   const float scale = rms_scale(ss, hidden, eps);
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) o[i] = rms_apply<A>(to_float(weight[i]), in[i], scale);
@@ -1421,7 +1478,22 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
   // (docs/perf/2026-11-30-stream-gemm.md).
   const unsigned threads = rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
   launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), threads, 0, stream, x, in_stride, in_offset, weight, out,
-         hidden, eps, vec);
+         hidden, eps, vec, residual_parts{});
+  ITERA_CUDA_CHECK_LAUNCH();
+}
+
+template <class A>
+void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::int64_t rows, std::int64_t hidden,
+                  float eps, cudaStream_t stream) {
+  if (parts.count < 1 || !parts.sums || parts.stride < rows * hidden)
+    throw std::invalid_argument(itera::cuda::cat("add_rms_norm: ", parts.count, " parts of ", parts.stride,
+                                    " floats apart cannot hold ", rows, " rows of ", hidden));
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool vec = hidden % 4 == 0 && parts.stride % 4 == 0 && aligned16(x) && aligned16(parts.sums) &&
+                   (!weight || (aligned16(weight) && aligned16(out)));
+  const unsigned threads = rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
+  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), threads, 0, stream, static_cast<const float*>(x),
+         std::int64_t{1}, std::int64_t{0}, weight, out, hidden, eps, vec, parts);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -1762,6 +1834,7 @@ void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_
   template void embed<A>(const std::int32_t*, const A*, float*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t); \
   template void rms_norm<A>(const float*, std::int64_t, std::int64_t, const A*, A*, std::int64_t, std::int64_t, float,  \
                             cudaStream_t);                                                                             \
+  template void add_rms_norm<A>(float*, residual_parts, const A*, A*, std::int64_t, std::int64_t, float, cudaStream_t); \
   template void bias_rope_store<A>(A*, const A*, const float*, const std::int32_t*, std::int64_t,                      \
                                    const attention_shape&, void*, void*, bool, cudaStream_t);                          \
   template void check_cache_type<A>(const attention_shape&, const char*);                                              \

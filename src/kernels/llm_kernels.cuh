@@ -60,6 +60,22 @@ template <class A>
 void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const A* weight, A* out,
               std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream);
 
+// Sums a product wrote in parts (its k range cut into `count` slices, one strided batch): part p
+// of row r at sums + p * stride + r * hidden.
+struct residual_parts {
+  const float* sums = nullptr;
+  int count = 0;
+  std::int64_t stride = 0;  // floats
+};
+
+// x[r] += the parts' rows r (added in part order after x), then, with a weight, out[r] =
+// rms_norm(x[r]) as rms_norm rounds it: the residual add of a product split in parts and the next
+// norm in one pass. Without a weight (nullptr) only the add. std::invalid_argument when the parts
+// cannot hold the rows.
+template <class A>
+void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::int64_t rows, std::int64_t hidden,
+                  float eps, cudaStream_t stream);
+
 // The KV cache's element: bf16, fp16 (each only with the compute type of its name), or an fp8
 // e4m3 code (one byte).
 enum class kv_storage { bf16, fp16, fp8_e4m3 };

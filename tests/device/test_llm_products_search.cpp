@@ -232,6 +232,180 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
   }
 }
 
+// The same products with their k range cut into `parts` slices run as one strided batch (slice i:
+// weights columns [i k/parts, (i+1) k/parts), the same columns of the activations), each slice's
+// fp32 sums written apart ([parts][n][m]) for a kernel of ours to add up with what follows the
+// product (the residual and the next norm; RoPE). Against it, the engine's product, and for the
+// residual products cuBLASLt's own in-place split (its parts added in the output, no reduction
+// kernel). Each configuration's best of the heuristic's first eight candidates, timed over copies
+// past the L2; the parts' sum checked against the engine's product. Runs with
+// ITERA_LLM_PRODUCTS_SEARCH=1.
+TEST_F(llm_products_timing, batch64_split_k_as_batch) {
+  const char* asked = std::getenv("ITERA_LLM_PRODUCTS_SEARCH");
+  if (!asked || std::string(asked) != "1") GTEST_SKIP() << "a search of cuBLASLt's algorithms: ITERA_LLM_PRODUCTS_SEARCH=1 runs it";
+  auto& dev = itera::cuda::as_cuda(*m_dev);
+  dev.make_current();
+  const cudaStream_t s = dev.stream();
+  constexpr std::int64_t n = 64;
+  const product_shape shapes[] = {{"qkv", 6144, 4096, false},
+                                  {"o_proj", 4096, 4096, true},
+                                  {"gate_up", 28672, 4096, false},
+                                  {"down", 4096, 14336, true}};
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+  for (const product_shape& sh : shapes) {
+    SCOPED_TRACE(sh.name);
+    const std::uint64_t w_bytes = static_cast<std::uint64_t>(sh.m * sh.k) * 2;
+    int l2 = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), cudaSuccess);
+    const int copies = static_cast<int>(std::max<std::uint64_t>(4, 2 * static_cast<std::uint64_t>(l2) / w_bytes + 2));
+    constexpr int most_parts = 14;
+    const itera::cuda::device_buffer w_buf = dev.allocate(w_bytes * static_cast<std::size_t>(copies)),
+                                     x_buf = dev.allocate(static_cast<std::size_t>(n * sh.k) * 2),
+                                     out_buf = dev.allocate(static_cast<std::size_t>(n * sh.m) * 4 * most_parts);
+    auto* const w = w_buf.as<__nv_bfloat16>();
+    auto* const x = x_buf.as<__nv_bfloat16>();
+    void* const out = out_buf.data();
+    {
+      const auto hw = bf16_values(static_cast<std::size_t>(sh.m * sh.k), 21, 0.02f);
+      for (int c = 0; c < copies; ++c)
+        ASSERT_EQ(cudaMemcpy(w + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(), w_bytes, cudaMemcpyHostToDevice),
+                  cudaSuccess);
+      const auto hx = bf16_values(static_cast<std::size_t>(n * sh.k), 22, 1.0f);
+      ASSERT_EQ(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    cublasLtMatmulDesc_t raw = nullptr;
+    ASSERT_EQ(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    const itera::cuda::matmul_desc op(raw);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), CUBLAS_STATUS_SUCCESS);
+
+    // One configuration: `parts` slices (1: the whole product, as the engine's layouts), fp32 or
+    // bf16 output, beta, the reduction schemes the heuristic may pick. Returns the best time (us)
+    // and leaves that candidate's output (from zeros) in `values` as fp32, parts summed.
+    const auto measure = [&](int parts, bool fp32_out, float beta, std::uint32_t schemes, std::vector<float>& values,
+                             std::string& what) -> double {
+      const std::int64_t ks = sh.k / parts;
+      auto a = itera::cuda::make_layout(CUDA_R_16BF, ks, sh.m, sh.k);
+      auto b = itera::cuda::make_layout(CUDA_R_16BF, ks, n, sh.k);
+      auto d = itera::cuda::make_layout(fp32_out ? CUDA_R_32F : CUDA_R_16BF, sh.m, n, sh.m);
+      if (parts > 1) {
+        const std::int32_t count = parts;
+        const std::int64_t ab_stride = ks, d_stride = sh.m * n;
+        for (auto* l : {a.get(), b.get(), d.get()})
+          EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                    CUBLAS_STATUS_SUCCESS);
+        for (auto* l : {a.get(), b.get()})
+          EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &ab_stride,
+                                                     sizeof ab_stride),
+                    CUBLAS_STATUS_SUCCESS);
+        EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(d.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &d_stride,
+                                                   sizeof d_stride),
+                  CUBLAS_STATUS_SUCCESS);
+      }
+      const auto pref = itera::cuda::make_preference(dev.lt_workspace_size());
+      EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                     sizeof schemes),
+                CUBLAS_STATUS_SUCCESS);
+      std::vector<cublasLtMatmulHeuristicResult_t> results(8);
+      int returned = 0;
+      if (cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), op.get(), a.get(), b.get(), d.get(), d.get(), pref.get(),
+                                         static_cast<int>(results.size()), results.data(), &returned) !=
+              CUBLAS_STATUS_SUCCESS ||
+          returned == 0)
+        return -1;
+      const float alpha = 1.0f;
+      double best = -1;
+      std::string every;  // each candidate's time, in the heuristic's order
+      const std::size_t element = fp32_out ? 4 : 2;
+      const std::size_t out_bytes = static_cast<std::size_t>(n * sh.m) * element * static_cast<std::size_t>(parts);
+      for (int i = 0; i < returned; ++i) {
+        const cublasLtMatmulAlgo_t* algo = &results[static_cast<std::size_t>(i)].algo;
+        if (results[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+        const auto run = [&](int copy) {
+          const __nv_bfloat16* wc = w + static_cast<std::size_t>(copy) * sh.m * sh.k;
+          return cublasLtMatmul(dev.lt_handle(), op.get(), &alpha, wc, a.get(), x, b.get(), &beta, out, d.get(), out,
+                                d.get(), algo, dev.lt_workspace(), dev.lt_workspace_size(), s);
+        };
+        EXPECT_EQ(cudaMemsetAsync(out, 0, out_bytes, s), cudaSuccess);
+        if (run(0) != CUBLAS_STATUS_SUCCESS) continue;
+        EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        std::vector<float> got(static_cast<std::size_t>(n * sh.m), 0.0f);
+        std::vector<unsigned char> raw_out(out_bytes);
+        EXPECT_EQ(cudaMemcpy(raw_out.data(), out, out_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (std::size_t p = 0; p < static_cast<std::size_t>(parts); ++p)
+          for (std::size_t e = 0; e < got.size(); ++e) {
+            const std::size_t at = p * got.size() + e;
+            got[e] += fp32_out ? reinterpret_cast<const float*>(raw_out.data())[at]
+                               : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(raw_out.data())[at]);
+          }
+        for (int r = 0; r < 4; ++r) EXPECT_EQ(run(r % copies), CUBLAS_STATUS_SUCCESS);
+        constexpr int launches = 24;
+        EXPECT_EQ(cudaEventRecord(e0, s), cudaSuccess);
+        for (int r = 0; r < launches; ++r) EXPECT_EQ(run(r % copies), CUBLAS_STATUS_SUCCESS);
+        EXPECT_EQ(cudaEventRecord(e1, s), cudaSuccess);
+        EXPECT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+        float ms = 0;
+        EXPECT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+        const double us = 1e3 * ms / launches;
+        char one[32];
+        std::snprintf(one, sizeof one, "%s#%d %.1f", every.empty() ? "" : ", ", i + 1, us);
+        every += one;
+        if (best < 0 || us < best) {
+          best = us;
+          values = std::move(got);
+          what = "heuristic #" + std::to_string(i + 1) + " tile " +
+                 std::to_string(config(*algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " split-K " +
+                 std::to_string(std::max(1, config(*algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM))) + " scheme " +
+                 std::to_string(config(*algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
+        }
+      }
+      what += " (" + every + ")";
+      return best;
+    };
+    const auto report = [&](const char* label, double us, const std::string& what) {
+      if (us < 0) {
+        std::printf("  %-34s no candidate\n", label);
+        return;
+      }
+      std::printf("  %-34s %7.1f us  %5.2f TB/s  %s\n", label, us, static_cast<double>(w_bytes) / (us * 1e-6) / 1e12,
+                  what.c_str());
+    };
+    std::printf("%s (M=%lld N=%lld K=%lld, %d weight copies)\n", sh.name, static_cast<long long>(sh.m),
+                static_cast<long long>(n), static_cast<long long>(sh.k), copies);
+    std::vector<float> reference;
+    std::string what;
+    const double engine = measure(1, sh.residual, sh.residual ? 1.0f : 0.0f, CUBLASLT_REDUCTION_SCHEME_MASK, reference, what);
+    ASSERT_GT(engine, 0);
+    report(sh.residual ? "engine's form (fp32 += residual)" : "engine's form (bf16 out)", engine, what);
+    if (sh.residual) {
+      std::vector<float> v;
+      const double inplace = measure(1, true, 1.0f, CUBLASLT_REDUCTION_SCHEME_INPLACE, v, what);
+      report("split in place only", inplace, what);
+      if (inplace > 0) EXPECT_LT(itera::test::normalised_error(v, reference), 1e-5);
+      const double none = measure(1, true, 1.0f, CUBLASLT_REDUCTION_SCHEME_NONE, v, what);
+      report("no split", none, what);
+    }
+    {
+      std::vector<float> v;
+      const double whole = measure(1, true, 0.0f, CUBLASLT_REDUCTION_SCHEME_MASK, v, what);
+      report("fp32 out, beta 0 (1 part)", whole, what);
+    }
+    for (const int parts : {2, 3, 4, 6, 7, 8, 14}) {
+      if (sh.k % parts != 0 || (sh.k / parts) % 64 != 0) continue;
+      std::vector<float> v;
+      const double us = measure(parts, true, 0.0f, CUBLASLT_REDUCTION_SCHEME_NONE, v, what);
+      const std::string label = std::to_string(parts) + " parts as a batch, fp32";
+      report(label.c_str(), us, what);
+      if (us > 0) EXPECT_LT(itera::test::normalised_error(v, reference), sh.residual ? 1e-5 : 1e-2) << label;
+    }
+  }
+  (void)cudaEventDestroy(e0);
+  (void)cudaEventDestroy(e1);
+}
+
 #endif
 
 }  // namespace

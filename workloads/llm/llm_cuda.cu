@@ -124,6 +124,10 @@ struct matrix {
 
 }  // namespace
 
+namespace {
+itera::kernels::overridable_switch split_residual_switch{"ITERA_LLM_SPLIT_RESIDUAL", true};
+}  // namespace
+
 struct cuda_engine::impl {
   cuda_backend& dev;
   model_config c;
@@ -144,6 +148,7 @@ struct cuda_engine::impl {
   bool fp8_head = false;      // fp8 and c.fp8_lm_head: the LM head stored as a projection
   bool kv8 = false;           // the KV cache holds fp8 e4m3 codes (scale 1)
   bool fp8_mma = false;       // fp8: products above the gemv's rows on fp8 tensor cores
+  bool split_residual = split_residual_switch.on();  // residual products in parts (split_parts)
   device_buffer dequantised;  // fp8 without fp8_mma: 16-bit scratch of the largest projection
   device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
   device_buffer k_cache, v_cache;
@@ -163,7 +168,7 @@ struct cuda_engine::impl {
   std::vector<k::decode_layer> step_layers_uploaded;
   std::uint64_t step_bytes() const { return step_kernel ? step_kernel_bytes_for(c, step_shape) : 0; }
 
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, std::int64_t>, gemm_plan> plans;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, std::int64_t, int>, gemm_plan> plans;
   std::vector<std::int64_t> held;  // host mirror of each slot's length; 0 when free
   std::vector<bool> busy;          // slot holds a sequence
   std::int64_t staged = 0;         // ids staged for the next prefill
@@ -422,10 +427,12 @@ struct cuda_engine::impl {
   // fp8_inputs: both operands fp8 e4m3 codes, unscaled (the engine applies the scales after).
   // 16-bit operands and output: act_type, the compute type. ldd: the output's leading dimension
   // (0: m; larger where the product fills a column block of a wider output: a slice of the LM head).
+  // parts > 1: the k range cut into that many slices run as one strided batch, each slice's fp32
+  // sums apart ([parts][n][ldd]; residual_parts, split_parts).
   gemm_plan& plan_for(std::int64_t m, std::int64_t n, std::int64_t kk, bool fp32_out, bool fp8_inputs = false,
-                      std::int64_t ldd = 0) {
+                      std::int64_t ldd = 0, int parts = 1) {
     if (ldd == 0) ldd = m;
-    const auto key = std::make_tuple(m, n, kk, fp32_out, fp8_inputs, ldd);
+    const auto key = std::make_tuple(m, n, kk, fp32_out, fp8_inputs, ldd, parts);
     if (auto it = plans.find(key); it != plans.end()) return it->second;
     gemm_plan p;
     cublasLtMatmulDesc_t op = nullptr;
@@ -436,10 +443,26 @@ struct cuda_engine::impl {
     ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
     const cudaDataType_t d_type = fp32_out ? CUDA_R_32F : act_type;
     const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : act_type;
-    p.a = make_layout(in_type, kk, m, kk);  // W: K x M, used transposed
-    p.b = make_layout(in_type, kk, n, kk);  // activations [n][K]
-    p.d = make_layout(d_type, m, n, ldd);       // [n][ldd], M of each row; also C
+    const std::int64_t slice = kk / parts;
+    p.a = make_layout(in_type, slice, m, kk);  // W: K x M, used transposed
+    p.b = make_layout(in_type, slice, n, kk);  // activations [n][K]
+    p.d = make_layout(d_type, m, n, ldd);      // [n][ldd], M of each row; also C
     const matmul_preference pref = cuda::make_preference(dev.lt_workspace_size());
+    if (parts > 1) {
+      const std::int32_t count = parts;
+      const std::int64_t in_stride = slice, out_stride = n * ldd;
+      for (const auto& l : {&p.a, &p.b, &p.d})
+        ITERA_CUBLAS_CHECK(
+            cublasLtMatrixLayoutSetAttribute(l->get(), CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+      for (const auto& l : {&p.a, &p.b})
+        ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l->get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                            &in_stride, sizeof in_stride));
+      ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.d.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &out_stride, sizeof out_stride));
+      const std::uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;  // the parts are the split
+      ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                              &no_split, sizeof no_split));
+    }
     cublasLtMatmulHeuristicResult_t result = {};
     int returned = 0;
     ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
@@ -447,7 +470,8 @@ struct cuda_engine::impl {
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : dtype_name(o.compute),
                                    " algorithm for M=", m, " N=", n, " K=", kk,
-                                   " with ", fp32_out ? "fp32" : dtype_name(o.compute), " output"));
+                                   " with ", fp32_out ? "fp32" : dtype_name(o.compute), " output",
+                                   parts > 1 ? cat(" in ", parts, " parts") : std::string()));
     p.chosen.algo = result.algo;
     return plans.emplace(key, std::move(p)).first->second;
   }
@@ -661,6 +685,46 @@ struct cuda_engine::impl {
     gemm(w, c.hidden, c.intermediate, act.as<A>(), n, x.data(), true, 1.0f);
   }
 
+  // The products that add into the residual (o_proj, down) at n rows, as split products: the k
+  // range in split_parts() slices run as one strided cuBLASLt batch, each slice's fp32 sums apart
+  // in the gate/up scratch (free while either runs), then one kernel (k::add_rms_norm) adds them
+  // into x and writes the next norm's rows into h, where the unsplit path ran the product with
+  // beta 1 (down: cuBLASLt's split-K and its reduction kernel) and a norm kernel after it.
+  // Measured on the H200 (llama-3.1-8b, 64 rows, weights streamed from DRAM;
+  // docs/perf/2026-12-01-split-residual.md): down 36.2 us as cuBLASLt splits it, 32.7 in two
+  // parts; o_proj 13.4 against 12.9. 16-bit weights, rows above the gemv's and at most
+  // split_rows, k a multiple of 128; ITERA_LLM_SPLIT_RESIDUAL=0 (or override_split_residual)
+  // never splits. Returns 1 where not split.
+  static constexpr std::int64_t split_rows = 64;
+  static constexpr int residual_split = 2;
+  int split_parts(std::int64_t n, std::int64_t kk, const matrix& w, const void* in) const {
+    const bool fits = gate_up.bytes() >= static_cast<std::uint64_t>(residual_split * n * c.hidden) * 4;
+    const bool takes = split_residual && !w.scales && n <= split_rows && kk % (residual_split * 64) == 0 && fits;
+    return takes && !small(n, kk, w, in) ? residual_split : 1;
+  }
+
+  // x[n][hidden] += in[n][kk] W^T in `parts` (> 1) as split_parts says, then h = rms_norm(x,
+  // norm_w) (nullptr: the add alone), the add and norm in `norm_scope`.
+  template <class A>
+  void residual_product(stage_recorder* rec, std::string_view product_scope, std::string_view norm_scope,
+                        const matrix& w, std::int64_t kk, const A* in, std::int64_t n, int parts, double product_bytes,
+                        const A* norm_w) {
+    const cudaStream_t s = dev.stream();
+    {
+      stage st(rec, product_scope);
+      st.read(product_bytes);
+      gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
+      const float alpha = 1.0f, zero = 0.0f;
+      ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w.w, p.a.get(), in, p.b.get(), &zero,
+                                        gate_up.data(), p.d.get(), gate_up.data(), p.d.get(), &p.chosen.algo,
+                                        dev.lt_workspace(), dev.lt_workspace_size(), s));
+    }
+    stage st(rec, norm_scope);
+    if (norm_w) st.read(2.0 * static_cast<double>(c.hidden));
+    k::add_rms_norm(x.as<float>(), k::residual_parts{gate_up.as<float>(), parts, n * c.hidden}, norm_w, h.as<A>(), n,
+                    c.hidden, static_cast<float>(c.rms_norm_eps), s);
+  }
+
   std::uint64_t kv_element_bytes() const { return kv8 ? 1 : 2; }
 
   // The layers' pointers as decode_step reads them, uploaded when they changed (never under
@@ -749,8 +813,13 @@ struct cuda_engine::impl {
       k::decode_step(static_cast<const k::decode_layer*>(step_layers.data()), step_shape, x.as<float>(), qkv.as<A>(),
                      attn.as<A>(), gate_up.as<A>(), inv_freq.as<float>(), lens, step_workspace.data(), s);
     }
+    // h holds rms_norm(x) with this layer's input norm already: the previous layer's down ran in
+    // parts (residual_product) and normalised its sum.
+    bool h_normed = false;
     for (std::int64_t l = 0; !whole_step && l < c.layers; ++l) {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
+      const bool last = l + 1 == c.layers;
+      bool post_normed = false;  // h holds rms_norm(x) with the post-attention norm (o_proj in parts)
       {
         stage block(rec, "attention_block");
         const matrix wqkv = projection(lo.wqkv, lo.sqkv);
@@ -762,8 +831,14 @@ struct cuda_engine::impl {
           k::qkv_rope_store(h.as<A>(), rows, hidden, static_cast<const A*>(wqkv.w), bias, inv_freq.as<float>(), lens,
                             sh, cache_at(k_cache, l, first), cache_at(v_cache, l, first), qkv.as<A>(), s);
         } else {
-          norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, wqkv, qkv_width,
-                       pbytes(qkv_width, hidden), qkv.data(), false);
+          if (h_normed) {
+            stage st(rec, "qkv");
+            st.read(pbytes(qkv_width, hidden));
+            gemm(wqkv, qkv_width, hidden, h.as<A>(), rows, qkv.data(), false, 0.0f);
+          } else {
+            norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, wqkv, qkv_width,
+                         pbytes(qkv_width, hidden), qkv.data(), false);
+          }
           stage st(rec, "rope");
           if (bias) st.read(wbytes(qkv_width));
           k::bias_rope_store(qkv.as<A>(), bias, inv_freq.as<float>(), lens, rows, sh, cache_at(k_cache, l, first),
@@ -775,16 +850,23 @@ struct cuda_engine::impl {
           k::attention(qkv.as<A>(), cache_at(k_cache, l, first), cache_at(v_cache, l, first), lens, rows, sh, prefill,
                        attention_scale, attn.as<A>(), s);
         }
-        {
+        const matrix wo = projection(lo.wo, lo.so);
+        const int o_parts = split_parts(rows, c.q_dim(), wo, attn.data());
+        if (o_parts > 1) {
+          residual_product<A>(rec, "o_proj", "residual_norm", wo, c.q_dim(), attn.as<A>(), rows, o_parts,
+                              pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm));
+          post_normed = true;
+        } else {
           stage st(rec, "o_proj");
           st.read(pbytes(hidden, c.q_dim()));
-          gemm(projection(lo.wo, lo.so), hidden, c.q_dim(), attn.as<A>(), rows, x.data(), true, 1.0f);
+          gemm(wo, hidden, c.q_dim(), attn.as<A>(), rows, x.data(), true, 1.0f);
         }
       }
       stage block(rec, "mlp_block");
       const matrix wgu = projection(lo.wgu, lo.sgu), wdown = projection(lo.wdown, lo.sdown);
+      h_normed = false;
       if (fuse_gate_up(rows, wgu)) {
-        norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows);
+        if (!post_normed) norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows);
         {
           stage st(rec, "gate_up");
           st.read(pbytes(2 * inter, hidden));
@@ -794,9 +876,28 @@ struct cuda_engine::impl {
         st.read(pbytes(hidden, inter));
         gemm(wdown, hidden, inter, act.as<A>(), rows, x.data(), true, 1.0f);
       } else {
-        norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
-                     pbytes(2 * inter, hidden), gate_up.data(), false);
-        swiglu_down<A>(rec, rows, wdown, pbytes(hidden, inter));
+        if (post_normed) {
+          stage st(rec, "gate_up");
+          st.read(pbytes(2 * inter, hidden));
+          gemm(wgu, 2 * inter, hidden, h.as<A>(), rows, gate_up.data(), false, 0.0f);
+        } else {
+          norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
+                       pbytes(2 * inter, hidden), gate_up.data(), false);
+        }
+        const int down_parts = fuse_swiglu(rows, wdown) ? 1 : split_parts(rows, inter, wdown, act.data());
+        if (down_parts > 1) {
+          {
+            stage st(rec, "swiglu");
+            k::swiglu(gate_up.as<A>(), act.as<A>(), rows, inter, s);
+          }
+          // The next layer's input norm here (the LM head's final norm stays with it).
+          const A* next_norm = last ? nullptr : w_at<A>(layer_off[static_cast<std::size_t>(l + 1)].input_norm);
+          residual_product<A>(rec, "down", "residual_norm", wdown, inter, act.as<A>(), rows, down_parts,
+                              pbytes(hidden, inter), next_norm);
+          h_normed = !last;
+        } else {
+          swiglu_down<A>(rec, rows, wdown, pbytes(hidden, inter));
+        }
       }
     }
     auto* out_ids = next.as<std::int32_t>() + first;
@@ -924,8 +1025,11 @@ struct cuda_engine::impl {
         {2 * c.intermediate, c.hidden, false, h.data(), projection(l0.wgu, l0.sgu)},
         {c.hidden, c.intermediate, true, act.data(), projection(l0.wdown, l0.sdown)},
         {c.vocab, c.hidden, true, h.data(), lm_head()}};
-    for (const auto& [m, kk, fp32, in, w] : products)
+    for (const auto& [m, kk, fp32, in, w] : products) {
       if (!small(rows, kk, w, in)) prepare_plans(m, rows, kk, fp32, w);
+      if (const int parts = fp32 && m == c.hidden ? split_parts(rows, kk, w, in) : 1; parts > 1)
+        (void)plan_for(m, rows, kk, true, false, 0, parts);
+    }
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
     // under capture.
     if (half)
@@ -1005,6 +1109,8 @@ bool query_fp8_products(cuda_backend& dev, cudaDataType_t out_16bit) {
 }  // namespace
 
 // Asked once per device and compute type: the engine, the memory plan and each quality engine ask it.
+void override_split_residual(std::optional<bool> on) { split_residual_switch.override(on); }
+
 bool cuda_engine::fp8_products_available(backend& d, dtype compute) {
   if (const char* v = std::getenv("ITERA_LLM_FP8_PRODUCTS"); v && v[0] == '0') return false;
   if (compute != dtype::bf16 && compute != dtype::fp16)

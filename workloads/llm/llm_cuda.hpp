@@ -32,6 +32,7 @@
 // (decode_graph captures it once and replays it).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -97,6 +98,12 @@ struct fused_product_check {
 };
 // A projection as the gemv reads it: 16-bit bits [out_rows][in], or (bits16 empty) fp8 e4m3 codes
 // [out_rows][in] with one fp32 scale per row.
+// Whether engines made from now on run the products that add into the residual (o_proj, down) in
+// two k-parts with the add and the next norm in one kernel after them, at 64 rows and fewer where
+// cuBLASLt runs them (16-bit weights): on unless ITERA_LLM_SPLIT_RESIDUAL=0; a test pins it either
+// way (std::nullopt: the environment's choice again).
+void override_split_residual(std::optional<bool> on);
+
 struct small_weights {
   std::span<const std::uint16_t> bits16;
   std::span<const std::uint8_t> fp8_codes;
