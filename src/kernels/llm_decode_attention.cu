@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(decode_threads)
 
 // ---------------------------------------------------------------------------------------------
 // The wide variant, on tensor cores: a block of wide_warps warps per (row, kv head) holding all of
-// the row's keys (no split: taken when the (row, kv head) pairs alone give two blocks per SM). The
+// the row's keys (no split: taken from 32 (row, kv head) pairs, wide_decode_pairs). The
 // group's query heads are the rows of one m16n8k16 A operand (zero rows past the group), so a
 // warp computes scores for every head of the group at once. Keys come in tiles of 16 per warp
 // through a ring of wide_stages shared-memory buffers (cp.async, swizzled as in the prefill
@@ -674,6 +674,18 @@ bool wide_decode_off() {
   static const bool off = !env_switch("ITERA_LLM_WIDE_DECODE", true);
   return off;
 }
+// The fewest (row, kv head) pairs the tensor-core kernel takes, or ITERA_LLM_WIDE_DECODE_PAIRS
+// (A/B measurements). 32: on the H200 (llama-3.1-8b, context ~561, graph steps;
+// docs/perf/2026-12-01-split-residual.md, run 4) the tensor-core kernel at one block a pair against
+// the CUDA-core kernel with its keys split over a cluster: batch 16 (128 pairs) 514 against 1305 us
+// a step, batch 8 491 against 1009, batch 4 (32 pairs) 485 against 658. The rule before (a pair
+// per SM, 132 here) left those batches on the split kernel; at batch 32 (256 pairs) the split
+// kernel had taken 1.46 ms a step.
+std::int64_t wide_decode_pairs() {
+  static const std::int64_t fewest = env_count("ITERA_LLM_WIDE_DECODE_PAIRS", 32,
+                                               "the fewest (row, kv head) pairs the wide decode attention takes");
+  return fewest;
+}
 }  // namespace
 
 // The shape alone decides, for activations of the cache's 16-bit type (either with an fp8 cache).
@@ -691,12 +703,11 @@ void prepare_decode_attention(const attention_shape& s) {
 template <class A>
 bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
                       std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
-  // The tensor-core kernel, unsplit, once there is a (row, kv head) pair per SM (measured on the
-  // H200 at batch 32, 256 pairs: the CUDA-core kernel split in two took 1.46 ms a step); below
-  // that the CUDA-core kernel with its keys split over a cluster.
+  // The tensor-core kernel, unsplit, from wide_decode_pairs() (row, kv head) pairs; below that the
+  // CUDA-core kernel with its keys split over a cluster.
   const std::int64_t pairs = rows * s.kv_heads;
-  decode_choice<A> d =
-      pairs >= device_multiprocessors() && !wide_decode_off() ? decode_kernel_for<A>(s, true) : decode_choice<A>{};
+  decode_choice<A> d = pairs >= wide_decode_pairs() && !wide_decode_off() ? decode_kernel_for<A>(s, true)
+                                                                          : decode_choice<A>{};
   const int splits = d.fn ? 1 : decode_attention_splits(pairs);
   if (!d.fn) d = decode_kernel_for<A>(s, false);
   if (!d.fn) return false;

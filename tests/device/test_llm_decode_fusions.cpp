@@ -1,14 +1,15 @@
-// The residual products in parts (issue 3's batch-64 decode): k::add_rms_norm against a host
-// computation of the same sums, and an engine whose o_proj and down run in two k-parts against the
-// cpu reference and against the same engine with the split switched off.
+// Fusions of the llm decode step at 5-64 rows (issue 3's batch-64 target), each against the path
+// it replaces and the cpu reference: the residual products in parts, k::add_rms_norm against a
+// host computation of the same sums, and an engine whose o_proj and down run in two k-parts
+// against the cpu reference and against the same engine with the split switched off.
 //
 // Tolerances. add_rms_norm adds the parts to x in part order in fp32, as the host loop does: x
 // comes back bit for bit. The normalised rows are rounded to bf16 once: at most half an ulp (2^-9
 // relative) apart from the host's product of the same fp32 values, except where the scale's last
 // bit differs (the block's sum of squares in another order): one ulp, so 2^-8 relative bounds
 // every element. The engine's logits: the tolerance of test_llm_device.cpp (2e-2 against the cpu
-// reference); split against unsplit differ by the order of fp32 sums and one bf16 rounding fewer
-// (no 16-bit product output between them), far below that.
+// reference); split against unsplit differ by the order of fp32 sums and one bf16
+// rounding fewer (no 16-bit product output between them), far below that.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,14 +39,14 @@ namespace {
 
 #if !ITERA_WITH_CUDA
 
-TEST(llm_split_residual, add_rms_norm_matches_host) { GTEST_SKIP() << "built without the cuda backend"; }
+TEST(llm_decode_fusions, add_rms_norm_matches_host) { GTEST_SKIP() << "built without the cuda backend"; }
 
 #else
 
 using namespace itera::llm;
 namespace k = itera::kernels::llm;
 
-class llm_split_residual : public itera::test::cuda_test {};
+class llm_decode_fusions : public itera::test::cuda_test {};
 
 using split_scope = itera::test::override_scope<bool, &override_split_residual>;
 
@@ -65,7 +66,7 @@ std::vector<T> download(const itera::cuda::device_buffer& b, std::size_t count) 
 
 // hidden 4096 and 1000 take the kernel's float4 path (1000: chunks past the registers' read
 // again), 1002 the scalar one; 2 and 3 parts; with the norm and without (the add alone).
-TEST_F(llm_split_residual, add_rms_norm_matches_host) {
+TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
   constexpr std::int64_t rows = 5;
@@ -129,7 +130,7 @@ TEST_F(llm_split_residual, add_rms_norm_matches_host) {
 // gemv's 4 rows, so cuBLASLt runs the products), host-driven and as a CUDA graph; the logits of
 // each step against the cpu reference, the split engine's against the unsplit one's, and the
 // graph's tokens against the host-driven steps'.
-TEST_F(llm_split_residual, engine_in_parts_matches_cpu_reference) {
+TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
   model_config c = preset("tiny");
   c.hidden = 256;
   c.heads = 4;
