@@ -31,9 +31,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <stdexcept>
 #include <type_traits>
 
 #include "itera/cuda/check.hpp"
+#include "src/cuda/text.hpp"
 #include "src/kernels/common.cuh"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
@@ -361,7 +363,8 @@ __global__ void __launch_bounds__(decode_threads)
 
 // ---------------------------------------------------------------------------------------------
 // The wide variant, on tensor cores: a block of wide_warps warps per (row, kv head) holding all of
-// the row's keys (no split: taken from 32 (row, kv head) pairs, wide_decode_pairs). The
+// the row's keys, or a cluster of 2-8 blocks dealing them out (wide_decode_pairs,
+// wide_decode_splits; each block's warps' states merged through distributed shared memory). The
 // group's query heads are the rows of one m16n8k16 A operand (zero rows past the group), so a
 // warp computes scores for every head of the group at once. Keys come in tiles of 16 per warp
 // through a ring of wide_stages shared-memory buffers (cp.async, swizzled as in the prefill
@@ -461,6 +464,11 @@ __global__ void __launch_bounds__(wide_warps * 32)
   const std::int64_t t = blockIdx.x, kvh = blockIdx.y, seq = t;
   const std::int64_t pos = static_cast<std::int64_t>(start[seq]);
   const int keys = static_cast<int>((pos < s.max_context ? pos : s.max_context - 1) + 1);
+  // This block's keys [first_key, end_key): the row's keys dealt over the cluster's blocks in
+  // whole tiles (gridDim.z of them; all of them where 1).
+  const int splits = static_cast<int>(gridDim.z);
+  const int per = ((keys + splits - 1) / splits + wide_tile - 1) / wide_tile * wide_tile;
+  const int first_key = min(keys, static_cast<int>(blockIdx.z) * per), end_key = min(keys, first_key + per);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t4 = lane % 4;
   const std::int64_t q_dim = s.heads * HD, width = q_dim + 2 * s.kv_heads * HD;
@@ -470,10 +478,10 @@ __global__ void __launch_bounds__(wide_warps * 32)
   unsigned char* sq = smem + L::q;
   const auto k_buf = [&](int b) { return smem + L::ring + b * 2 * L::tile; };
   const auto v_buf = [&](int b) { return smem + L::ring + b * 2 * L::tile + L::tile; };
-  const int tiles = (keys + wide_tile - 1) / wide_tile;
+  const int tiles = (end_key - first_key + wide_tile - 1) / wide_tile;
   const auto issue = [&](int j) {
     if (j < tiles) {
-      const int k0 = j * wide_tile, valid = min(wide_tile, keys - k0);
+      const int k0 = first_key + j * wide_tile, valid = min(wide_tile, end_key - k0);
       if constexpr (L::fp8) {
         load_fp8_rows<HD, threads>(k_buf(j % wide_stages), kb + static_cast<std::int64_t>(k0) * HD, wide_tile, valid);
         load_fp8_rows<HD, threads>(v_buf(j % wide_stages), vb + static_cast<std::int64_t>(k0) * HD, wide_tile, valid);
@@ -506,8 +514,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
         ldmatrix_x4(smem_addr(sq + swizzle<HD>(r, c)), qf[kk]);
       }
     }
-    const int k0 = j * wide_tile + warp * 16;  // this warp's 16 keys
-    if (k0 >= keys) continue;
+    const int k0 = first_key + j * wide_tile + warp * 16;  // this warp's 16 keys
+    if (k0 >= end_key) continue;
     // The tiles the fragments are read from: the ring's, or (fp8) this warp's rows widened.
     const unsigned char* kt = k_buf(j % wide_stages);
     if constexpr (L::fp8) {
@@ -530,7 +538,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
     for (int n = 0; n < 2; ++n) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const bool ok = k0 + n * 8 + 2 * t4 + e < keys;
+        const bool ok = k0 + n * 8 + 2 * t4 + e < end_key;
         sc[n][e] = ok ? sc[n][e] * scale_log2 : -INFINITY;
         sc[n][2 + e] = ok ? sc[n][2 + e] * scale_log2 : -INFINITY;
         tmax_lo = fmaxf(tmax_lo, sc[n][e]);
@@ -542,7 +550,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
       tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
       tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
     }
-    // k0 < keys: the warp's first key is valid, so the maxima are finite.
+    // k0 < end_key: the warp's first key is valid, so the maxima are finite.
     const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
     const float a_lo = exp2f(m_lo - mn_lo), a_hi = exp2f(m_hi - mn_hi);
     m_lo = mn_lo;
@@ -592,24 +600,71 @@ __global__ void __launch_bounds__(wide_warps * 32)
     st[(g + 8) * (HD + 2) + HD] = m_hi;
     st[(g + 8) * (HD + 2) + HD + 1] = l_hi;
   }
-  __syncthreads();
   const float* states = reinterpret_cast<const float*>(smem + L::ring);
-  for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += threads) {
+  if (splits == 1) {  // no cluster: this block's warps hold every key of the row
+    __syncthreads();
+    for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += threads) {
+      const int r = idx / HD, d = idx % HD;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < wide_warps; ++w) mx = fmaxf(mx, states[(w * 16 + r) * (HD + 2) + HD]);
+      float num = 0.0f, den = 0.0f;
+#pragma unroll
+      for (int w = 0; w < wide_warps; ++w) {
+        const float* row = states + (w * 16 + r) * (HD + 2);
+        if (row[HD] == -INFINITY) continue;  // the warp had no key
+        const float wgt = exp2f(row[HD] - mx);
+        num = fmaf(wgt, row[d], num);
+        den = fmaf(wgt, row[HD + 1], den);
+      }
+      out[t * q_dim + (kvh * group + r) * HD + d] = from_float<A>(num / den);
+    }
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Split over a cluster: every block's warps' states merged by each block for its share of the
+  // outputs, in (block rank, warp) order, the remote loads of a row's states in flight together.
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's states written and visible across the cluster
+  const int rank = static_cast<int>(cluster.block_rank());
+  for (int idx = rank * threads + static_cast<int>(threadIdx.x); idx < group * HD; idx += splits * threads) {
     const int r = idx / HD, d = idx % HD;
+    float mb[max_splits][wide_warps], lb[max_splits][wide_warps], ab[max_splits][wide_warps];
+#pragma unroll
+    for (int b = 0; b < max_splits; ++b) {
+      if (b >= splits) continue;
+      const float* other = cluster.map_shared_rank(states, b);
+#pragma unroll
+      for (int w = 0; w < wide_warps; ++w) {
+        const float* row = other + (w * 16 + r) * (HD + 2);
+        mb[b][w] = row[HD];
+        lb[b][w] = row[HD + 1];
+        ab[b][w] = row[d];
+      }
+    }
     float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < wide_warps; ++w) mx = fmaxf(mx, states[(w * 16 + r) * (HD + 2) + HD]);
+    for (int b = 0; b < max_splits; ++b)
+#pragma unroll
+      for (int w = 0; w < wide_warps; ++w)
+        if (b < splits) mx = fmaxf(mx, mb[b][w]);
     float num = 0.0f, den = 0.0f;
 #pragma unroll
-    for (int w = 0; w < wide_warps; ++w) {
-      const float* row = states + (w * 16 + r) * (HD + 2);
-      if (row[HD] == -INFINITY) continue;  // the warp had no key
-      const float wgt = exp2f(row[HD] - mx);
-      num = fmaf(wgt, row[d], num);
-      den = fmaf(wgt, row[HD + 1], den);
-    }
+    for (int b = 0; b < max_splits; ++b)
+#pragma unroll
+      for (int w = 0; w < wide_warps; ++w)
+        if (b < splits && mb[b][w] != -INFINITY) {  // a warp without keys holds -inf
+          const float wgt = exp2f(mb[b][w] - mx);
+          num = fmaf(wgt, ab[b][w], num);
+          den = fmaf(wgt, lb[b][w], den);
+        }
     out[t * q_dim + (kvh * group + r) * HD + d] = from_float<A>(num / den);
   }
+  cluster.sync();  // keep every block's shared memory alive until the others have read it
+#else
+  __trap();  // splits > 1 is launched on sm_90 and later only
+#endif
 }
 
 template <class A>
@@ -675,16 +730,35 @@ bool wide_decode_off() {
   return off;
 }
 // The fewest (row, kv head) pairs the tensor-core kernel takes, or ITERA_LLM_WIDE_DECODE_PAIRS
-// (A/B measurements). 32: on the H200 (llama-3.1-8b, context ~561, graph steps;
-// docs/perf/2026-12-01-split-residual.md, run 4) the tensor-core kernel at one block a pair against
-// the CUDA-core kernel with its keys split over a cluster: batch 16 (128 pairs) 514 against 1305 us
-// a step, batch 8 491 against 1009, batch 4 (32 pairs) 485 against 658. The rule before (a pair
-// per SM, 132 here) left those batches on the split kernel; at batch 32 (256 pairs) the split
-// kernel had taken 1.46 ms a step.
+// (A/B measurements). Measured on the H200 (llama-3.1-8b, context ~561, graph steps;
+// docs/perf/2026-12-01-split-residual.md): with one block a pair (run 4) against the CUDA-core
+// kernel with its keys split over a cluster, batch 16 (128 pairs) 514 against 1305 us a step,
+// batch 8 491 against 1009, batch 4 (32 pairs) 485 against 658; with its keys split too (run 6),
+// batch 2 (16 pairs, 8 blocks a pair) 219 against 337. The rule before (a pair per SM, 132 here)
+// left all of those on the CUDA-core kernel. Below 16 pairs (batch 1 where the one-kernel step
+// does not run) the CUDA-core kernel stays: not measured against.
 std::int64_t wide_decode_pairs() {
-  static const std::int64_t fewest = env_count("ITERA_LLM_WIDE_DECODE_PAIRS", 32,
+  static const std::int64_t fewest = env_count("ITERA_LLM_WIDE_DECODE_PAIRS", 16,
                                                "the fewest (row, kv head) pairs the wide decode attention takes");
   return fewest;
+}
+
+// The blocks (a cluster of 1, 2, 4 or 8) the wide kernel deals a row's keys over: the most that
+// keep the launch within two blocks per SM, on devices with clusters; ITERA_LLM_WIDE_SPLITS forces
+// one (A/B). H200, run 6 (attention us a step for 1 / 2 / 4 / 8 blocks a pair): batch 32 (256
+// pairs) 749 / 842 / 1079 / 1203; batch 16 546 / 519 / 675 / 712; batch 8 527 / 434 / 355 / 461;
+// batch 4 518 / 417 / 295 / 265: the fastest near 256 blocks, the rule's 1, 2, 4 and 8.
+int wide_decode_splits(std::int64_t pairs) {
+  static const std::int64_t forced = env_count("ITERA_LLM_WIDE_SPLITS", 0,
+                                               "the blocks the wide decode attention splits a row over (0: the rule)");
+  if (forced != 0 && forced != 1 && forced != 2 && forced != 4 && forced != 8)
+    throw std::invalid_argument(itera::cuda::cat("ITERA_LLM_WIDE_SPLITS=", forced, ": choose 1, 2, 4 or 8 (0: the rule)"));
+  if (!device_is_sm90_or_later()) return 1;
+  if (forced != 0) return static_cast<int>(forced);
+  int splits = 1;
+  const auto two_per_sm = 2 * static_cast<std::int64_t>(device_multiprocessors());
+  while (splits < max_splits && pairs * (2 * splits) <= two_per_sm) splits *= 2;  // the doubled launch fits
+  return splits;
 }
 }  // namespace
 
@@ -708,7 +782,7 @@ bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, co
   const std::int64_t pairs = rows * s.kv_heads;
   decode_choice<A> d = pairs >= wide_decode_pairs() && !wide_decode_off() ? decode_kernel_for<A>(s, true)
                                                                           : decode_choice<A>{};
-  const int splits = d.fn ? 1 : decode_attention_splits(pairs);
+  const int splits = d.fn ? wide_decode_splits(pairs) : decode_attention_splits(pairs);
   if (!d.fn) d = decode_kernel_for<A>(s, false);
   if (!d.fn) return false;
   cudaLaunchConfig_t config{};

@@ -112,8 +112,9 @@ template <class A>
 void attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start, std::int64_t rows,
                const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream);
 // Decode attention (llm_decode_attention.cu): head_dim 16, 32, 64, 128 or 256, at most 8 query
-// heads per kv head. From 32 (row, kv head) pairs with head_dim 64 or 128: one block per pair on
-// tensor cores (the group's query heads as the rows of the mma). Otherwise a
+// heads per kv head. From 16 (row, kv head) pairs with head_dim 64 or 128: on tensor cores (the
+// group's query heads as the rows of the mma), a pair's keys on one block or, below two blocks
+// per SM, dealt over a cluster of up to 8. Otherwise a
 // block per pair streams the keys through shared memory with cp.async on CUDA cores; on sm_90 a
 // cluster of decode_attention_splits(rows * kv_heads) blocks shares a row's keys, merged through
 // distributed shared memory. Online softmax, merges in a fixed order. Returns false, launching

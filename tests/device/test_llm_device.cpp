@@ -910,23 +910,26 @@ TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
 }
 
 // The decode kernels at the head dims of real models, for a compute type and a cache: at batch 2
-// the CUDA-core kernel split over a cluster (fp8: 16 codes per 16-byte load from head_dim 32 on),
-// at batch 150 one block per (row, kv head): on tensor cores for head dims 64 and 128 (an fp8 cache
-// widened by each warp to a tile of the compute type), on CUDA cores for 16 and 256. head_dim 256
-// also takes the general prefill kernel (the tensor-core prefill stops at 128), reading the pass's
-// own rows. A prompt of 37 tokens spans two 32-key tiles of the tensor-core kernel, the second
-// partial. Logits of the first, a middle and the last sequence against the cpu reference (its
-// cache fp8 or fp32 as the engine's is fp8 or 16-bit), two decode steps.
+// the CUDA-core kernel split over a cluster (fp8: 16 codes per 16-byte load from head_dim 32 on);
+// from batch 16 (32 (row, kv head) pairs) the tensor-core kernel for head dims 64 and 128 (an fp8
+// cache widened by each warp to a tile of the compute type), its keys dealt over clusters of 8
+// blocks at batch 16 (a prompt of 37 tokens: two blocks hold keys, six none), 4 at batch 32 (a
+// prompt of 200: every block holds keys, the last a partial tile), 2 at batch 64 (200) and one
+// block a pair at batch 150 (on the H200's 132 SMs); the CUDA-core kernel for head dims 16 and 256. head_dim 256 also takes the
+// general prefill kernel (the tensor-core prefill stops at 128), reading the pass's own rows. A
+// prompt of 37 tokens spans two 32-key tiles of the tensor-core kernel, the second partial. Logits
+// of the first, a middle and the last sequence against the cpu reference (its cache fp8 or fp32 as
+// the engine's is fp8 or 16-bit), two decode steps.
 void decode_kernels_match_cpu_reference(itera::backend& dev, dtype compute, dtype kv, double tolerance) {
   for (const auto& [head_dim, heads, kv_heads] :
        {std::tuple{16, 4, 2}, std::tuple{64, 4, 2}, std::tuple{128, 8, 2}, std::tuple{256, 4, 1}}) {
     const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
     const model_weights w = weights_for(c, compute, 71 + static_cast<std::uint64_t>(head_dim));
     const reference_model ref(w, kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32);
-    for (const std::int64_t batch : {std::int64_t{2}, std::int64_t{150}}) {
+    for (const std::int64_t batch : {2, 16, 32, 64, 150}) {
       SCOPED_TRACE(std::string(dtype_name(compute)) + " compute, " + std::string(dtype_name(kv)) + " KV cache, head_dim " +
                    std::to_string(head_dim) + ", batch " + std::to_string(batch));
-      constexpr std::int64_t prompt = 37, steps = 2;
+      const std::int64_t prompt = batch == 32 || batch == 64 ? 200 : 37, steps = 2;
       const std::vector<std::int32_t> ids =
           random_ids(c, batch * prompt, static_cast<std::uint32_t>(head_dim * 1000 + batch));
       engine_options opts;
@@ -939,7 +942,7 @@ void decode_kernels_match_cpu_reference(itera::backend& dev, dtype compute, dtyp
       const auto first = eng.prefill(ids, prompt);
       const auto vocab = static_cast<std::size_t>(c.vocab);
       const std::vector<std::int64_t> checked =
-          batch == 2 ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{0, 71, batch - 1};
+          batch == 2 ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{0, batch / 2, batch - 1};
       std::vector<sequence> seqs;
       for (const auto b : checked) {
         seqs.push_back(ref.new_sequence());
