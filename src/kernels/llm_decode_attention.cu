@@ -777,8 +777,9 @@ void prepare_decode_attention(const attention_shape& s) {
 template <class A>
 bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
                       std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
-  // The tensor-core kernel, unsplit, from wide_decode_pairs() (row, kv head) pairs; below that the
-  // CUDA-core kernel with its keys split over a cluster.
+  // The tensor-core kernel from wide_decode_pairs() (row, kv head) pairs, a pair's keys over
+  // wide_decode_splits() blocks; below that the CUDA-core kernel with its keys split over a
+  // cluster.
   const std::int64_t pairs = rows * s.kv_heads;
   decode_choice<A> d = pairs >= wide_decode_pairs() && !wide_decode_off() ? decode_kernel_for<A>(s, true)
                                                                           : decode_choice<A>{};

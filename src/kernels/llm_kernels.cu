@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
   const float* in = x + (r * in_stride + in_offset) * hidden;
   A* o = out ? out + r * hidden : nullptr;
   float* const back = parts.count > 0 ? const_cast<float*>(in) : nullptr;  // x itself (add_rms_norm)
-  const float* const part0 = parts.sums + r * hidden;
+  const float* const part0 = parts.sums ? parts.sums + r * hidden : nullptr;
   float ss = 0;
   if (vec) {
     const std::int64_t n4 = hidden / 4;
@@ -1487,7 +1487,7 @@ void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::
                   float eps, cudaStream_t stream) {
   if (parts.count < 1 || !parts.sums || parts.stride < rows * hidden)
     throw std::invalid_argument(itera::cuda::cat("add_rms_norm: ", parts.count, " parts of ", parts.stride,
-                                    " floats apart cannot hold ", rows, " rows of ", hidden));
+                                                 " floats apart cannot hold ", rows, " rows of ", hidden));
   const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const bool vec = hidden % 4 == 0 && parts.stride % 4 == 0 && aligned16(x) && aligned16(parts.sums) &&
                    (!weight || (aligned16(weight) && aligned16(out)));

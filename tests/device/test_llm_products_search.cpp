@@ -7,8 +7,9 @@
 // DRAM), each candidate's output checked against the heuristic's first. Prints each product's ten
 // fastest with their tile, stages, split-K and the weights' read rate, and where the heuristic's
 // first pick ranks, and that pick's time on one copy relaunched (its weights L2-resident where
-// they fit). A search, not a check of the engine: it runs only with
-// ITERA_LLM_PRODUCTS_SEARCH=1 (a minute on an H200).
+// they fit). Then the same products with their k range in 2-14 parts run as one strided batch
+// (the engine's residual products in parts: k::add_rms_norm). Searches, not checks of the engine:
+// they run only with ITERA_LLM_PRODUCTS_SEARCH=1 (a minute on an H200).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,6 +73,44 @@ std::vector<__nv_bfloat16> bf16_values(std::size_t count, std::uint64_t seed, fl
   return out;
 }
 
+// A product's operands: copies of its weights past twice the L2 (each launch reads a copy the last
+// ones evicted), the activations and an output of `out_floats` floats, filled with test values.
+struct product_operands {
+  int copies = 0;
+  std::uint64_t w_bytes = 0;  // one copy
+  itera::cuda::device_buffer w, x, out;
+};
+
+product_operands operands_for(itera::cuda::cuda_backend& dev, const product_shape& sh, std::int64_t n,
+                              std::size_t out_floats, std::uint64_t seed) {
+  product_operands o;
+  o.w_bytes = static_cast<std::uint64_t>(sh.m * sh.k) * 2;
+  int l2 = 0;
+  ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  o.copies = static_cast<int>(std::max<std::uint64_t>(4, 2 * static_cast<std::uint64_t>(l2) / o.w_bytes + 2));
+  o.w = dev.allocate(o.w_bytes * static_cast<std::size_t>(o.copies));
+  o.x = dev.allocate(static_cast<std::size_t>(n * sh.k) * 2);
+  o.out = dev.allocate(out_floats * 4);
+  const auto hw = bf16_values(static_cast<std::size_t>(sh.m * sh.k), seed, 0.02f);
+  for (int c = 0; c < o.copies; ++c)
+    ITERA_CUDA_CHECK(cudaMemcpy(o.w.as<__nv_bfloat16>() + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(),
+                                o.w_bytes, cudaMemcpyHostToDevice));
+  const auto hx = bf16_values(static_cast<std::size_t>(n * sh.k), seed + 1, 1.0f);
+  ITERA_CUDA_CHECK(cudaMemcpy(o.x.data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  return o;
+}
+
+// As the engine's plan_for: W [m][k] used transposed, activations [n][k], out [n][m]; fp32 compute.
+itera::cuda::matmul_desc engine_op() {
+  cublasLtMatmulDesc_t raw = nullptr;
+  ITERA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  itera::cuda::matmul_desc op(raw);
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  ITERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  return op;
+}
+
 TEST_F(llm_products_timing, batch64_cublaslt_search) {
   const char* asked = std::getenv("ITERA_LLM_PRODUCTS_SEARCH");
   if (!asked || std::string(asked) != "1") GTEST_SKIP() << "a search of cuBLASLt's algorithms: ITERA_LLM_PRODUCTS_SEARCH=1 runs it";
@@ -85,32 +124,13 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
                                   {"down", 4096, 14336, true}};
   for (const product_shape& sh : shapes) {
     SCOPED_TRACE(sh.name);
-    const std::uint64_t w_bytes = static_cast<std::uint64_t>(sh.m * sh.k) * 2;
-    // Copies of the weights past twice the L2: each launch reads a copy the last ones evicted.
-    int l2 = 0;
-    ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), cudaSuccess);
-    const int copies = static_cast<int>(std::max<std::uint64_t>(4, 2 * static_cast<std::uint64_t>(l2) / w_bytes + 2));
-    const itera::cuda::device_buffer w_buf = dev.allocate(w_bytes * static_cast<std::size_t>(copies)),
-                                     x_buf = dev.allocate(static_cast<std::size_t>(n * sh.k) * 2),
-                                     out_buf = dev.allocate(static_cast<std::size_t>(n * sh.m) * 4);
-    auto* const w = w_buf.as<__nv_bfloat16>();
-    auto* const x = x_buf.as<__nv_bfloat16>();
-    void* const out = out_buf.data();
-    {
-      const auto hw = bf16_values(static_cast<std::size_t>(sh.m * sh.k), 11, 0.02f);
-      for (int c = 0; c < copies; ++c)
-        ASSERT_EQ(cudaMemcpy(w + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(), w_bytes, cudaMemcpyHostToDevice),
-                  cudaSuccess);
-      const auto hx = bf16_values(static_cast<std::size_t>(n * sh.k), 12, 1.0f);
-      ASSERT_EQ(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-    }
-    // As the engine's plan_for: W [m][k] used transposed, activations [n][k], out [n][m].
-    cublasLtMatmulDesc_t raw = nullptr;
-    ASSERT_EQ(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
-    const itera::cuda::matmul_desc op(raw);
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), CUBLAS_STATUS_SUCCESS);
-    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), CUBLAS_STATUS_SUCCESS);
+    const product_operands ops = operands_for(dev, sh, n, static_cast<std::size_t>(n * sh.m), 11);
+    const std::uint64_t w_bytes = ops.w_bytes;
+    const int copies = ops.copies;
+    auto* const w = ops.w.as<__nv_bfloat16>();
+    auto* const x = ops.x.as<__nv_bfloat16>();
+    void* const out = ops.out.data();
+    const itera::cuda::matmul_desc op = engine_op();
     const cudaDataType_t d_type = sh.residual ? CUDA_R_32F : CUDA_R_16BF;
     const auto a = itera::cuda::make_layout(CUDA_R_16BF, sh.k, sh.m, sh.k);
     const auto b = itera::cuda::make_layout(CUDA_R_16BF, sh.k, n, sh.k);
@@ -256,31 +276,14 @@ TEST_F(llm_products_timing, batch64_split_k_as_batch) {
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
   for (const product_shape& sh : shapes) {
     SCOPED_TRACE(sh.name);
-    const std::uint64_t w_bytes = static_cast<std::uint64_t>(sh.m * sh.k) * 2;
-    int l2 = 0;
-    ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), cudaSuccess);
-    const int copies = static_cast<int>(std::max<std::uint64_t>(4, 2 * static_cast<std::uint64_t>(l2) / w_bytes + 2));
     constexpr int most_parts = 14;
-    const itera::cuda::device_buffer w_buf = dev.allocate(w_bytes * static_cast<std::size_t>(copies)),
-                                     x_buf = dev.allocate(static_cast<std::size_t>(n * sh.k) * 2),
-                                     out_buf = dev.allocate(static_cast<std::size_t>(n * sh.m) * 4 * most_parts);
-    auto* const w = w_buf.as<__nv_bfloat16>();
-    auto* const x = x_buf.as<__nv_bfloat16>();
-    void* const out = out_buf.data();
-    {
-      const auto hw = bf16_values(static_cast<std::size_t>(sh.m * sh.k), 21, 0.02f);
-      for (int c = 0; c < copies; ++c)
-        ASSERT_EQ(cudaMemcpy(w + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(), w_bytes, cudaMemcpyHostToDevice),
-                  cudaSuccess);
-      const auto hx = bf16_values(static_cast<std::size_t>(n * sh.k), 22, 1.0f);
-      ASSERT_EQ(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-    }
-    cublasLtMatmulDesc_t raw = nullptr;
-    ASSERT_EQ(cublasLtMatmulDescCreate(&raw, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
-    const itera::cuda::matmul_desc op(raw);
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), CUBLAS_STATUS_SUCCESS);
-    ASSERT_EQ(cublasLtMatmulDescSetAttribute(op.get(), CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), CUBLAS_STATUS_SUCCESS);
+    const product_operands ops = operands_for(dev, sh, n, static_cast<std::size_t>(n * sh.m) * most_parts, 21);
+    const std::uint64_t w_bytes = ops.w_bytes;
+    const int copies = ops.copies;
+    auto* const w = ops.w.as<__nv_bfloat16>();
+    auto* const x = ops.x.as<__nv_bfloat16>();
+    void* const out = ops.out.data();
+    const itera::cuda::matmul_desc op = engine_op();
 
     // One configuration: `parts` slices (1: the whole product, as the engine's layouts), fp32 or
     // bf16 output, beta, the reduction schemes the heuristic may pick. Returns the best time (us)

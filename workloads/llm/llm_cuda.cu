@@ -122,10 +122,9 @@ struct matrix {
   const float* scales = nullptr;  // set: fp8 e4m3 codes
 };
 
-}  // namespace
-
-namespace {
+// override_split_residual's switch.
 itera::kernels::overridable_switch split_residual_switch{"ITERA_LLM_SPLIT_RESIDUAL", true};
+
 }  // namespace
 
 struct cuda_engine::impl {
@@ -1108,9 +1107,9 @@ bool query_fp8_products(cuda_backend& dev, cudaDataType_t out_16bit) {
 
 }  // namespace
 
-// Asked once per device and compute type: the engine, the memory plan and each quality engine ask it.
 void override_split_residual(std::optional<bool> on) { split_residual_switch.override(on); }
 
+// Asked once per device and compute type: the engine, the memory plan and each quality engine ask it.
 bool cuda_engine::fp8_products_available(backend& d, dtype compute) {
   if (const char* v = std::getenv("ITERA_LLM_FP8_PRODUCTS"); v && v[0] == '0') return false;
   if (compute != dtype::bf16 && compute != dtype::fp16)
