@@ -73,6 +73,8 @@ struct gemm_plan {
   matmul_desc op;
   matrix_layout a, b, d;
   algorithm chosen{};
+  std::vector<algorithm> candidates;  // a split product's (parts > 1): the heuristic's first eight
+  bool tried = false;                 // chosen by split_trial
 };
 
 // A recorder scope when there is a recorder, nothing otherwise.
@@ -462,16 +464,19 @@ struct cuda_engine::impl {
       ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                               &no_split, sizeof no_split));
     }
-    cublasLtMatmulHeuristicResult_t result = {};
+    cublasLtMatmulHeuristicResult_t results[8] = {};  // an array: nvcc 13.0 crashes on containers of it
     int returned = 0;
     ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
-                                                      p.d.get(), pref.get(), 1, &result, &returned));
+                                                      p.d.get(), pref.get(), parts > 1 ? 8 : 1, results, &returned));
+    const cublasLtMatmulHeuristicResult_t& result = results[0];
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : dtype_name(o.compute),
                                    " algorithm for M=", m, " N=", n, " K=", kk,
                                    " with ", fp32_out ? "fp32" : dtype_name(o.compute), " output",
                                    parts > 1 ? cat(" in ", parts, " parts") : std::string()));
     p.chosen.algo = result.algo;
+    for (int i = 1; i < returned; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(algorithm{results[i].algo});
     return plans.emplace(key, std::move(p)).first->second;
   }
 
@@ -702,17 +707,67 @@ struct cuda_engine::impl {
     return takes && !small(n, kk, w, in) ? residual_split : 1;
   }
 
+  // A split product's algorithm: the fastest of the heuristic's first eight, each timed over every
+  // layer's weights in turn (so that they stream from DRAM, as in a step) into the gate/up scratch,
+  // once per plan, ahead of its first use (capture() asks before a capture; under one, the first
+  // is kept). ITERA_LLM_SPLIT_TRIAL=0 keeps the heuristic's first. On the H200
+  // (docs/perf/2026-12-01-split-residual.md): down in two parts 35.1 us for the first against 32.9
+  // for the fastest, o_proj 12.8 against 12.0 (run 8, alone); in the batch-64 step (run 9) down
+  // 1092 -> 1035 us a step, o_proj 377 -> 358, the graph step 5.978 / 5.981 -> 5.914 / 5.900 ms;
+  // at batch 16 the step 4.937 / 4.950 -> 4.950 / 4.863 (o_proj's pick once slower in the step).
+  void split_trial(gemm_plan& p, std::uint64_t layer_offsets::*weight, const void* in) {
+    if (p.tried) return;
+    p.tried = true;
+    static const bool asked = itera::kernels::env_switch("ITERA_LLM_SPLIT_TRIAL", true);
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    ITERA_CUDA_CHECK(cudaStreamIsCapturing(dev.stream(), &capturing));
+    if (!asked || p.candidates.empty() || capturing != cudaStreamCaptureStatusNone) return;
+    const cudaStream_t s = dev.stream();
+    const float alpha = 1.0f, zero = 0.0f;
+    const auto run_all = [&](const cublasLtMatmulAlgo_t& algo) {
+      for (const layer_offsets& lo : layer_off) {
+        const void* w = weights.as<unsigned char>() + lo.*weight;
+        ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w, p.a.get(), in, p.b.get(), &zero,
+                                          gate_up.data(), p.d.get(), gate_up.data(), p.d.get(), &algo,
+                                          dev.lt_workspace(), dev.lt_workspace_size(), s));
+      }
+    };
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    ITERA_CUDA_CHECK(cudaEventCreate(&e0));
+    ITERA_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<algorithm> all{p.chosen};
+    all.insert(all.end(), p.candidates.begin(), p.candidates.end());
+    float best = -1;
+    for (const algorithm& a : all) {
+      run_all(a.algo);  // warm-up
+      ITERA_CUDA_CHECK(cudaEventRecord(e0, s));
+      run_all(a.algo);
+      ITERA_CUDA_CHECK(cudaEventRecord(e1, s));
+      ITERA_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      ITERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (best < 0 || ms < best) {
+        best = ms;
+        p.chosen = a;
+      }
+    }
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+  }
+
   // x[n][hidden] += in[n][kk] W^T in `parts` (> 1) as split_parts says, then h = rms_norm(x,
   // norm_w) (nullptr: the add alone), the add and norm in `norm_scope`.
+  // `weight`: the product's member of layer_offsets (the split trial's weights).
   template <class A>
   void residual_product(stage_recorder* rec, std::string_view product_scope, std::string_view norm_scope,
-                        const matrix& w, std::int64_t kk, const A* in, std::int64_t n, int parts, double product_bytes,
-                        const A* norm_w) {
+                        const matrix& w, std::uint64_t layer_offsets::*weight, std::int64_t kk, const A* in,
+                        std::int64_t n, int parts, double product_bytes, const A* norm_w) {
     const cudaStream_t s = dev.stream();
+    gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
+    split_trial(p, weight, in);
     {
       stage st(rec, product_scope);
       st.read(product_bytes);
-      gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
       const float alpha = 1.0f, zero = 0.0f;
       ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w.w, p.a.get(), in, p.b.get(), &zero,
                                         gate_up.data(), p.d.get(), gate_up.data(), p.d.get(), &p.chosen.algo,
@@ -852,8 +907,8 @@ struct cuda_engine::impl {
         const matrix wo = projection(lo.wo, lo.so);
         const int o_parts = split_parts(rows, c.q_dim(), wo, attn.data());
         if (o_parts > 1) {
-          residual_product<A>(rec, "o_proj", "residual_norm", wo, c.q_dim(), attn.as<A>(), rows, o_parts,
-                              pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm));
+          residual_product<A>(rec, "o_proj", "residual_norm", wo, &layer_offsets::wo, c.q_dim(), attn.as<A>(), rows,
+                              o_parts, pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm));
           post_normed = true;
         } else {
           stage st(rec, "o_proj");
@@ -891,8 +946,8 @@ struct cuda_engine::impl {
           }
           // The next layer's input norm here (the LM head's final norm stays with it).
           const A* next_norm = last ? nullptr : w_at<A>(layer_off[static_cast<std::size_t>(l + 1)].input_norm);
-          residual_product<A>(rec, "down", "residual_norm", wdown, inter, act.as<A>(), rows, down_parts,
-                              pbytes(hidden, inter), next_norm);
+          residual_product<A>(rec, "down", "residual_norm", wdown, &layer_offsets::wdown, inter, act.as<A>(), rows,
+                              down_parts, pbytes(hidden, inter), next_norm);
           h_normed = !last;
         } else {
           swiglu_down<A>(rec, rows, wdown, pbytes(hidden, inter));
@@ -1024,11 +1079,12 @@ struct cuda_engine::impl {
         {2 * c.intermediate, c.hidden, false, h.data(), projection(l0.wgu, l0.sgu)},
         {c.hidden, c.intermediate, true, act.data(), projection(l0.wdown, l0.sdown)},
         {c.vocab, c.hidden, true, h.data(), lm_head()}};
-    for (const auto& [m, kk, fp32, in, w] : products) {
+    for (const auto& [m, kk, fp32, in, w] : products)
       if (!small(rows, kk, w, in)) prepare_plans(m, rows, kk, fp32, w);
-      if (const int parts = fp32 && m == c.hidden ? split_parts(rows, kk, w, in) : 1; parts > 1)
-        (void)plan_for(m, rows, kk, true, false, 0, parts);
-    }
+    for (const auto& [weight, kk, in] : {std::tuple{&layer_offsets::wo, c.q_dim(), attn.data()},
+                                         std::tuple{&layer_offsets::wdown, c.intermediate, act.data()}})
+      if (const int parts = split_parts(rows, kk, projection(l0.*weight, 0), in); parts > 1)
+        split_trial(plan_for(c.hidden, rows, kk, true, false, 0, parts), weight, in);
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
     // under capture.
     if (half)

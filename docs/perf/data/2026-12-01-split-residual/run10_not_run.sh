@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Session 2026-12-01 (sixteenth), run 10: the split products' trial on by default. The fusion tests,
+# the tiny llm tests against the cpu reference (their prefills split down), the decode kernels'
+# tests; the batch-64 and batch-8 stage tables.
+set -uo pipefail
+tar xzf bb.tgz
+export LD_LIBRARY_PATH=$PWD/bb/lib:/usr/local/cuda/lib64
+B=$PWD/bb/bin
+timeout 100 $B/itera_device_tests --gtest_filter='*decode_fusions*:*tiny*:*decode_kernels*:*slots_serve*' > $OUT/run10_tests.log 2>&1; echo "tests rc=$?"; tail -2 $OUT/run10_tests.log; grep -E "^\[  FAILED" $OUT/run10_tests.log
+for b in 64 8; do
+  ITERA_LLM_TIMING_BATCH=$b timeout 40 $B/itera_device_tests --gtest_filter='*decode_timing_llama*' > /tmp/t.log 2>&1
+  { echo "== batch $b"; cat /tmp/t.log; } >> $OUT/run10_stages.log
+  grep -E "CUDA graph|/o_proj|/down " /tmp/t.log | sed 's/llama-3.1-8b bf16 decode, bf16 compute, bf16 KV cache, //'
+done
