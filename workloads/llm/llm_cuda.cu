@@ -1081,9 +1081,12 @@ struct cuda_engine::impl {
         {c.vocab, c.hidden, true, h.data(), lm_head()}};
     for (const auto& [m, kk, fp32, in, w] : products)
       if (!small(rows, kk, w, in)) prepare_plans(m, rows, kk, fp32, w);
-    for (const auto& [weight, kk, in] : {std::tuple{&layer_offsets::wo, c.q_dim(), attn.data()},
-                                         std::tuple{&layer_offsets::wdown, c.intermediate, act.data()}})
-      if (const int parts = split_parts(rows, kk, projection(l0.*weight, 0), in); parts > 1)
+    // The split residual products' plans, their algorithms chosen by the trial before the capture.
+    const std::tuple<std::uint64_t layer_offsets::*, std::int64_t, const void*, matrix> residual[] = {
+        {&layer_offsets::wo, c.q_dim(), attn.data(), projection(l0.wo, l0.so)},
+        {&layer_offsets::wdown, c.intermediate, act.data(), projection(l0.wdown, l0.sdown)}};
+    for (const auto& [weight, kk, in, w] : residual)
+      if (const int parts = split_parts(rows, kk, w, in); parts > 1)
         split_trial(plan_for(c.hidden, rows, kk, true, false, 0, parts), weight, in);
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
     // under capture.
