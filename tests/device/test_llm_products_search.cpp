@@ -48,6 +48,12 @@ struct product_shape {
   bool residual;      // fp32 output added into (beta 1), else bf16 output
 };
 
+// llama-3.1-8b's layer products.
+constexpr product_shape llama_8b_products[] = {{"qkv", 6144, 4096, false},
+                                               {"o_proj", 4096, 4096, true},
+                                               {"gate_up", 28672, 4096, false},
+                                               {"down", 4096, 14336, true}};
+
 struct candidate {
   itera::cuda::lt_algorithm algo;
   std::size_t workspace = 0;
@@ -118,11 +124,7 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
   dev.make_current();
   const cudaStream_t s = dev.stream();
   constexpr std::int64_t n = 64;  // tokens
-  const product_shape shapes[] = {{"qkv", 6144, 4096, false},
-                                  {"o_proj", 4096, 4096, true},
-                                  {"gate_up", 28672, 4096, false},
-                                  {"down", 4096, 14336, true}};
-  for (const product_shape& sh : shapes) {
+  for (const product_shape& sh : llama_8b_products) {
     SCOPED_TRACE(sh.name);
     const product_operands ops = operands_for(dev, sh, n, static_cast<std::size_t>(n * sh.m), 11);
     const std::uint64_t w_bytes = ops.w_bytes;
@@ -267,14 +269,10 @@ TEST_F(llm_products_timing, batch64_split_k_as_batch) {
   dev.make_current();
   const cudaStream_t s = dev.stream();
   constexpr std::int64_t n = 64;
-  const product_shape shapes[] = {{"qkv", 6144, 4096, false},
-                                  {"o_proj", 4096, 4096, true},
-                                  {"gate_up", 28672, 4096, false},
-                                  {"down", 4096, 14336, true}};
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
-  for (const product_shape& sh : shapes) {
+  for (const product_shape& sh : llama_8b_products) {
     SCOPED_TRACE(sh.name);
     constexpr int most_parts = 14;
     const product_operands ops = operands_for(dev, sh, n, static_cast<std::size_t>(n * sh.m) * most_parts, 21);
