@@ -683,8 +683,8 @@ decode_choice<A> choose_group(std::int64_t group) {
   return {decode_attention_kernel<A, HD, 8, C>, decode_layout<HD, 8, C>::bytes};
 }
 
-// The kernel for activations A and the cache's element C. wide: the launch has one block per
-// (row, kv head) (no split): the tensor-core kernel, for head dims 64 and 128 on sm_80 and later.
+// The kernel for activations A and the cache's element C. wide: the tensor-core kernel, for head
+// dims 64 and 128 on sm_80 and later (a block per (row, kv head), or a cluster on sm_90).
 template <class A, class C>
 decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide) {
   if (s.rows_per_seq != 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > 8) return {};
@@ -736,11 +736,15 @@ bool wide_decode_off() {
 // batch 8 491 against 1009, batch 4 (32 pairs) 485 against 658; with its keys split too (run 6),
 // batch 2 (16 pairs, 8 blocks a pair) 219 against 337. The rule before (a pair per SM, 132 here)
 // left all of those on the CUDA-core kernel. Below 16 pairs (batch 1 where the one-kernel step
-// does not run) the CUDA-core kernel stays: not measured against.
+// does not run) the CUDA-core kernel stays: not measured against. Without clusters (before sm_90)
+// the tensor-core kernel cannot split a pair's keys and the rule stays a pair per SM, as measured
+// before (batch 32 on the H200: the CUDA-core kernel split in two took 1.46 ms a step).
 std::int64_t wide_decode_pairs() {
-  static const std::int64_t fewest = env_count("ITERA_LLM_WIDE_DECODE_PAIRS", 16,
-                                               "the fewest (row, kv head) pairs the wide decode attention takes");
-  return fewest;
+  static const std::int64_t forced = env_count("ITERA_LLM_WIDE_DECODE_PAIRS", 0,
+                                               "the fewest (row, kv head) pairs the wide decode attention takes "
+                                               "(0: the rule)");
+  if (forced != 0) return forced;
+  return device_is_sm90_or_later() ? 16 : device_multiprocessors();
 }
 
 // The blocks (a cluster of 1, 2, 4 or 8) the wide kernel deals a row's keys over: the most that
@@ -769,6 +773,7 @@ bool decode_attention_supported(const attention_shape& s) {
 
 template <class A>
 void prepare_decode_attention(const attention_shape& s) {
+  (void)wide_decode_splits(1);  // a bad ITERA_LLM_WIDE_SPLITS refused here, not inside a step
   for (const bool wide : {false, true})
     if (const decode_choice<A> d = decode_kernel_for<A>(s, wide); d.fn && d.shared_bytes > 48 * 1024)
       allow_dynamic_shared(reinterpret_cast<const void*>(d.fn), d.shared_bytes);  // only ever grows

@@ -12,11 +12,14 @@
 // rounding fewer (no 16-bit product output between them), far below that.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "itera/core/recorder.hpp"
 #include "tests/support/random_values.hpp"
 #include "workloads/llm/cpu_engine.hpp"
 #include "workloads/llm/llm_cpu.hpp"
@@ -49,6 +52,7 @@ namespace k = itera::kernels::llm;
 class llm_decode_fusions : public itera::test::cuda_test {};
 
 using split_scope = itera::test::override_scope<bool, &override_split_residual>;
+using trial_scope = itera::test::override_scope<bool, &override_split_trial>;
 
 template <class T>
 itera::cuda::device_buffer upload(itera::cuda::cuda_backend& dev, const std::vector<T>& v) {
@@ -64,14 +68,15 @@ std::vector<T> download(const itera::cuda::device_buffer& b, std::size_t count) 
   return v;
 }
 
-// hidden 4096 and 1000 take the kernel's float4 path (1000: chunks past the registers' read
-// again), 1002 the scalar one; 2 and 3 parts; with the norm and without (the add alone).
+// hidden 4096 and 8200 take the kernel's float4 path (8200 at 5 rows, 512 threads: two chunks past
+// the 2048 a block keeps in registers, read again), 1002 the scalar one; 2 and 3 parts; with the
+// norm and without (the add alone).
 TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
   constexpr std::int64_t rows = 5;
   constexpr float eps = 1e-5f;
-  for (const std::int64_t hidden : {4096, 1000, 1002})
+  for (const std::int64_t hidden : {4096, 8200, 1002})
     for (const int parts : {2, 3})
       for (const bool with_norm : {true, false}) {
         SCOPED_TRACE(testing::Message() << "hidden " << hidden << ", " << parts << " parts"
@@ -128,8 +133,10 @@ TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
 
 // A shape whose o_proj (k = 256) and down (k = 512) both split: 12 sequences decode (above the
 // gemv's 4 rows, so cuBLASLt runs the products), host-driven and as a CUDA graph; the logits of
-// each step against the cpu reference, the split engine's against the unsplit one's, and the
-// graph's tokens against the host-driven steps'.
+// each step against the cpu reference, the split engine's against the unsplit one's, the graph's
+// tokens against the host-driven steps' (the split trial pinned off: the graph would otherwise run
+// the algorithm its trial picked, the eager steps cuBLASLt's first), and a recorded step's scopes
+// (the split's residual_norm, or the norms).
 TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
   model_config c = preset("tiny");
   c.hidden = 256;
@@ -150,6 +157,7 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
   opts.max_prompt = prompt;
   std::vector<std::vector<float>> logits[2];  // [split][step]
   std::vector<std::vector<std::int32_t>> tokens[2];
+  const trial_scope same_algorithm(false);
   for (const bool split : {false, true}) {
     const split_scope scope(split);
     cuda_engine eng(*m_dev, w, opts);
@@ -177,6 +185,17 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
       next = eng.read_ids();
       tokens[split].push_back(next);
     }
+    // One more step, recorded: the split's add-and-norm scopes, or the norms.
+    itera::stage_recorder rec(m_dev->clock(), &m_dev->memory_tracking());
+    eng.decode_device(&rec);
+    eng.synchronize();
+    const auto stages = rec.finish();
+    const auto has = [&](const std::string& path) {
+      return std::any_of(stages.begin(), stages.end(), [&](const auto& st) { return st.path == path; });
+    };
+    EXPECT_EQ(has("attention_block/residual_norm"), split);
+    EXPECT_EQ(has("mlp_block/residual_norm"), split);
+    EXPECT_EQ(has("mlp_block/norm"), !split);
     // The same steps on the device, captured once and replayed.
     cuda_engine graph_eng(*m_dev, w, opts);
     (void)graph_eng.prefill(ids, prompt);

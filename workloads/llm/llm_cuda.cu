@@ -45,6 +45,7 @@
 #include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/cuda/text.hpp"
+#include "src/cuda/timers.hpp"
 #include "src/kernels/attention_choice.hpp"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
@@ -73,7 +74,7 @@ struct gemm_plan {
   matmul_desc op;
   matrix_layout a, b, d;
   algorithm chosen{};
-  std::vector<algorithm> candidates;  // a split product's (parts > 1): the heuristic's first eight
+  std::vector<algorithm> candidates;  // a split product's (parts > 1): the heuristic's 2nd to 8th
   bool tried = false;                 // chosen by split_trial
 };
 
@@ -124,8 +125,9 @@ struct matrix {
   const float* scales = nullptr;  // set: fp8 e4m3 codes
 };
 
-// override_split_residual's switch.
+// override_split_residual's and override_split_trial's switches.
 itera::kernels::overridable_switch split_residual_switch{"ITERA_LLM_SPLIT_RESIDUAL", true};
+itera::kernels::overridable_switch split_trial_switch{"ITERA_LLM_SPLIT_TRIAL", true};
 
 }  // namespace
 
@@ -150,6 +152,7 @@ struct cuda_engine::impl {
   bool kv8 = false;           // the KV cache holds fp8 e4m3 codes (scale 1)
   bool fp8_mma = false;       // fp8: products above the gemv's rows on fp8 tensor cores
   bool split_residual = split_residual_switch.on();  // residual products in parts (split_parts)
+  bool split_trial_on = split_trial_switch.on();     // their algorithm by split_trial
   device_buffer dequantised;  // fp8 without fp8_mma: 16-bit scratch of the largest projection
   device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
   device_buffer k_cache, v_cache;
@@ -707,21 +710,19 @@ struct cuda_engine::impl {
     return takes && !small(n, kk, w, in) ? residual_split : 1;
   }
 
-  // A split product's algorithm: the fastest of the heuristic's first eight, each timed over every
-  // layer's weights in turn (so that they stream from DRAM, as in a step) into the gate/up scratch,
-  // once per plan, ahead of its first use (capture() asks before a capture; under one, the first
-  // is kept). ITERA_LLM_SPLIT_TRIAL=0 keeps the heuristic's first. On the H200
+  // A split product's algorithm for a decode graph: the fastest of the heuristic's first eight, each
+  // timed over every layer's weights in turn (so that they stream from DRAM, as in a step) into the
+  // gate/up scratch, once per plan, by capture() before it captures (~40 ms for llama-3.1-8b's two
+  // products). Eager passes keep what the plan holds (the first, unless a capture tried it first):
+  // a prefill of a new length or an eager step pays no trial inside a timed region.
+  // ITERA_LLM_SPLIT_TRIAL=0 (override_split_trial) keeps the heuristic's first. On the H200
   // (docs/perf/2026-12-01-split-residual.md): down in two parts 35.1 us for the first against 32.9
   // for the fastest, o_proj 12.8 against 12.0 (run 8, alone); in the batch-64 step (run 9) down
   // 1092 -> 1035 us a step, o_proj 377 -> 358, the graph step 5.978 / 5.981 -> 5.914 / 5.900 ms;
   // at batch 16 the step 4.937 / 4.950 -> 4.950 / 4.863 (o_proj's pick once slower in the step).
   void split_trial(gemm_plan& p, std::uint64_t layer_offsets::*weight, const void* in) {
-    if (p.tried) return;
+    if (p.tried || !split_trial_on || p.candidates.empty()) return;
     p.tried = true;
-    static const bool asked = itera::kernels::env_switch("ITERA_LLM_SPLIT_TRIAL", true);
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    ITERA_CUDA_CHECK(cudaStreamIsCapturing(dev.stream(), &capturing));
-    if (!asked || p.candidates.empty() || capturing != cudaStreamCaptureStatusNone) return;
     const cudaStream_t s = dev.stream();
     const float alpha = 1.0f, zero = 0.0f;
     const auto run_all = [&](const cublasLtMatmulAlgo_t& algo) {
@@ -732,27 +733,21 @@ struct cuda_engine::impl {
                                           dev.lt_workspace(), dev.lt_workspace_size(), s));
       }
     };
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
-    ITERA_CUDA_CHECK(cudaEventCreate(&e0));
-    ITERA_CUDA_CHECK(cudaEventCreate(&e1));
+    cuda::cuda_event_timer timer(s, "split trial");
     std::vector<algorithm> all{p.chosen};
     all.insert(all.end(), p.candidates.begin(), p.candidates.end());
-    float best = -1;
+    double best = -1;
     for (const algorithm& a : all) {
       run_all(a.algo);  // warm-up
-      ITERA_CUDA_CHECK(cudaEventRecord(e0, s));
+      timer.start();
       run_all(a.algo);
-      ITERA_CUDA_CHECK(cudaEventRecord(e1, s));
-      ITERA_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      ITERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      timer.stop();
+      const double ms = timer.elapsed_ns() * 1e-6;
       if (best < 0 || ms < best) {
         best = ms;
         p.chosen = a;
       }
     }
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
   }
 
   // x[n][hidden] += in[n][kk] W^T in `parts` (> 1) as split_parts says, then h = rms_norm(x,
@@ -764,7 +759,6 @@ struct cuda_engine::impl {
                         std::int64_t n, int parts, double product_bytes, const A* norm_w) {
     const cudaStream_t s = dev.stream();
     gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
-    split_trial(p, weight, in);
     {
       stage st(rec, product_scope);
       st.read(product_bytes);
@@ -1167,6 +1161,7 @@ bool query_fp8_products(cuda_backend& dev, cudaDataType_t out_16bit) {
 }  // namespace
 
 void override_split_residual(std::optional<bool> on) { split_residual_switch.override(on); }
+void override_split_trial(std::optional<bool> on) { split_trial_switch.override(on); }
 
 // Asked once per device and compute type: the engine, the memory plan and each quality engine ask it.
 bool cuda_engine::fp8_products_available(backend& d, dtype compute) {

@@ -96,14 +96,19 @@ struct fused_product_check {
   std::vector<float> fused, unfused;
   bool fused_kernel = false;
 };
-// A projection as the gemv reads it: 16-bit bits [out_rows][in], or (bits16 empty) fp8 e4m3 codes
-// [out_rows][in] with one fp32 scale per row.
 // Whether engines made from now on run the products that add into the residual (o_proj, down) in
 // two k-parts with the add and the next norm in one kernel after them, at 64 rows and fewer where
 // cuBLASLt runs them (16-bit weights): on unless ITERA_LLM_SPLIT_RESIDUAL=0; a test pins it either
 // way (std::nullopt: the environment's choice again).
 void override_split_residual(std::optional<bool> on);
+// Whether engines made from now on pick those split products' algorithm by a trial before a decode
+// graph's capture (the fastest of cuBLASLt's first eight over the layers' weights; eager passes
+// keep the first): on unless ITERA_LLM_SPLIT_TRIAL=0. A test comparing a graph's tokens with eager
+// steps' pins it off, so that both run the same algorithm.
+void override_split_trial(std::optional<bool> on);
 
+// A projection as the gemv reads it: 16-bit bits [out_rows][in], or (bits16 empty) fp8 e4m3 codes
+// [out_rows][in] with one fp32 scale per row.
 struct small_weights {
   std::span<const std::uint16_t> bits16;
   std::span<const std::uint8_t> fp8_codes;
@@ -206,7 +211,10 @@ class cuda_engine final : public engine {
   // gemv runs the products (at most gemv_max_tokens slots with bf16 weights, 2 with fp8), the norms
   // run inside qkv, gate_up and lm_head, and with bf16 weights at 1-2 slots SwiGLU inside down
   // (k::gemv_swiglu_pays): then there is no norm or final_norm scope (nor swiglu, where it is
-  // fused), and the product's scope declares the norm weight's bytes.
+  // fused), and the product's scope declares the norm weight's bytes. Where o_proj and down run in
+  // parts (5-64 rows, 16-bit weights: override_split_residual), a residual_norm scope follows each
+  // (the add into x and the next norm: the post-attention norm in attention_block, the next
+  // layer's input norm in this layer's mlp_block) and only layer 0 has a norm scope.
   void decode_device(stage_recorder* recorder = nullptr);
   // decode(slots()): the same work as one graph launch.
   void decode_graph();

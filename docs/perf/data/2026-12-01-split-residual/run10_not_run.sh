@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Session 2026-12-01 (sixteenth), run 10: the split products' trial on by default. The fusion tests,
-# the tiny llm tests against the cpu reference (their prefills split down), the decode kernels'
-# tests; the batch-64 and batch-8 stage tables.
+# Session 2026-12-01 (sixteenth), run 10 (not run: no device time left; the next session's first
+# call, on the final commit): the split products' trial on by default, at capture only; the review's
+# mends. The fusion tests, the tiny llm tests against the cpu reference (their prefills split down),
+# the slots test, the decode kernels' tests; the batch-64 and batch-8 stage tables (the graph step
+# with the trial, the eager stages without).
 set -uo pipefail
 tar xzf bb.tgz
 export LD_LIBRARY_PATH=$PWD/bb/lib:/usr/local/cuda/lib64
