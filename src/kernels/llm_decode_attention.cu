@@ -37,6 +37,7 @@
 #include "itera/cuda/check.hpp"
 #include "src/cuda/text.hpp"
 #include "src/kernels/common.cuh"
+#include "src/kernels/decode_attention_rules.hpp"
 #include "src/kernels/launch.cuh"
 #include "src/kernels/llm_kernels.cuh"
 #include "src/kernels/mma.cuh"
@@ -49,7 +50,7 @@ constexpr int decode_threads = decode_warps * 32;
 constexpr int tile_keys = 16;
 constexpr int stages = 3;
 // The most blocks one row's keys are split over (a portable cluster size).
-constexpr int max_splits = 8;
+constexpr int max_splits = max_decode_splits;
 
 // Shared memory of decode_attention_kernel<HD, MG, C>, in bytes, every part 16-byte aligned:
 //   q      fp32 [MG][2][HD/2 + 4]      (the two halves of a head apart by 4 banks)
@@ -717,10 +718,7 @@ decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide = false) 
 // Measured on the H200 with the previous kernel: at batch 64 (512 pairs) splitting only added
 // merges; at batch 1 (8 pairs) eight blocks per pair ran 499 us a step against 711 us for four.
 int decode_attention_splits(std::int64_t pairs) {
-  if (!device_is_sm90_or_later()) return 1;
-  int splits = 1;
-  while (splits < max_splits && pairs * splits < 2 * static_cast<std::int64_t>(device_multiprocessors())) splits *= 2;
-  return splits;
+  return cuda_core_decode_splits(pairs, device_multiprocessors(), device_is_sm90_or_later());
 }
 
 namespace {
@@ -744,7 +742,7 @@ std::int64_t wide_decode_pairs() {
                                                "the fewest (row, kv head) pairs the wide decode attention takes "
                                                "(0: the rule)");
   if (forced != 0) return forced;
-  return device_is_sm90_or_later() ? 16 : device_multiprocessors();
+  return tensor_core_decode_pairs(device_multiprocessors(), device_is_sm90_or_later());
 }
 
 // The blocks (a cluster of 1, 2, 4 or 8) the wide kernel deals a row's keys over: the most that
@@ -759,10 +757,7 @@ int wide_decode_splits(std::int64_t pairs) {
     throw std::invalid_argument(itera::cuda::cat("ITERA_LLM_WIDE_SPLITS=", forced, ": choose 1, 2, 4 or 8 (0: the rule)"));
   if (!device_is_sm90_or_later()) return 1;
   if (forced != 0) return static_cast<int>(forced);
-  int splits = 1;
-  const auto two_per_sm = 2 * static_cast<std::int64_t>(device_multiprocessors());
-  while (splits < max_splits && pairs * (2 * splits) <= two_per_sm) splits *= 2;  // the doubled launch fits
-  return splits;
+  return tensor_core_decode_splits(pairs, device_multiprocessors(), true);
 }
 }  // namespace
 
