@@ -14,3 +14,8 @@ for b in 64 8; do
   { echo "== batch $b"; cat /tmp/t.log; } >> $OUT/run10_stages.log
   grep -E "CUDA graph|/o_proj|/down " /tmp/t.log | sed 's/llama-3.1-8b bf16 decode, bf16 compute, bf16 KV cache, //'
 done
+# The 2048-token prefill (its norm passes run the changed norm kernel; bundle build/itera too).
+if [ -x $B/itera ]; then
+  timeout 120 $B/itera bench llm --max-time 15 -a prompt=2048 -a output=1 -o $OUT/run10_bench_prefill.jsonl > $OUT/run10_bench_prefill.md 2>&1
+  echo "prefill rc=$?"; grep -E "^\| 1 " $OUT/run10_bench_prefill.md | head -3
+fi
