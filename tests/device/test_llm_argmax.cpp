@@ -22,6 +22,7 @@
 #include "src/cuda/memory.hpp"
 #include "src/kernels/llm_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
+#include "tests/support/device_copies.hpp"
 #endif
 
 namespace {
@@ -37,18 +38,8 @@ namespace k = itera::kernels::llm;
 class llm_argmax : public itera::test::cuda_test {};
 
 // The values on the device, and back.
-template <class T>
-itera::cuda::device_buffer upload(const std::vector<T>& host) {
-  itera::cuda::device_buffer b(host.size() * sizeof(T), nullptr);
-  ITERA_CUDA_CHECK(cudaMemcpy(b.data(), host.data(), b.bytes(), cudaMemcpyHostToDevice));
-  return b;
-}
-template <class T>
-std::vector<T> download(const itera::cuda::device_buffer& b) {
-  std::vector<T> host(b.bytes() / sizeof(T));
-  ITERA_CUDA_CHECK(cudaMemcpy(host.data(), b.data(), b.bytes(), cudaMemcpyDeviceToHost));
-  return host;
-}
+using itera::test::download;
+using itera::test::upload;
 
 std::int32_t first_largest(const float* row, std::int64_t vocab) {
   std::int64_t best = 0;

@@ -33,6 +33,7 @@
 #include "src/cuda/cuda_backend_impl.hpp"
 #include "src/kernels/llm_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
+#include "tests/support/device_copies.hpp"
 #include "tests/support/numeric_error.hpp"
 #include "tests/support/token_ids.hpp"
 #include "workloads/llm/llm_cuda.hpp"
@@ -54,19 +55,8 @@ class llm_decode_fusions : public itera::test::cuda_test {};
 using split_scope = itera::test::override_scope<bool, &override_split_residual>;
 using trial_scope = itera::test::override_scope<bool, &override_split_trial>;
 
-template <class T>
-itera::cuda::device_buffer upload(itera::cuda::cuda_backend& dev, const std::vector<T>& v) {
-  itera::cuda::device_buffer b = dev.allocate(v.size() * sizeof(T));
-  EXPECT_EQ(cudaMemcpy(b.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return b;
-}
-
-template <class T>
-std::vector<T> download(const itera::cuda::device_buffer& b, std::size_t count) {
-  std::vector<T> v(count);
-  EXPECT_EQ(cudaMemcpy(v.data(), b.data(), count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
+using itera::test::download;
+using itera::test::upload;
 
 // hidden 4096 and 8200 take the kernel's float4 path (8200 at 5 rows, 512 threads: two chunks past
 // the 2048 a block keeps in registers, read again), 1002 the scalar one; 2 and 3 parts; with the
@@ -89,15 +79,15 @@ TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
         const std::vector<float> wf = itera::test::nonzero_uniform(static_cast<std::size_t>(hidden), 33, 1.5f);
         std::vector<__nv_bfloat16> weight(wf.size());
         for (std::size_t i = 0; i < wf.size(); ++i) weight[i] = __float2bfloat16(wf[i]);
-        const itera::cuda::device_buffer dx = upload(dev, x), dsums = upload(dev, sums), dw = upload(dev, weight),
+        const itera::cuda::device_buffer dx = upload(x), dsums = upload(sums), dw = upload(weight),
                                          dout = dev.allocate(n * 2);
         ASSERT_EQ(cudaMemset(dout.data(), 0xff, n * 2), cudaSuccess);  // NaN where unwritten
         k::add_rms_norm<__nv_bfloat16>(dx.as<float>(), k::residual_parts{dsums.as<float>(), parts, stride},
                                        with_norm ? dw.as<__nv_bfloat16>() : nullptr, dout.as<__nv_bfloat16>(), rows,
                                        hidden, eps, dev.stream());
         ASSERT_EQ(cudaStreamSynchronize(dev.stream()), cudaSuccess);
-        const auto got_x = download<float>(dx, n);
-        const auto got = download<__nv_bfloat16>(dout, n);
+        const auto got_x = download<float>(dx);
+        const auto got = download<__nv_bfloat16>(dout);
         int x_equal = 0, out_bad = 0;
         for (std::int64_t r = 0; r < rows; ++r) {
           std::vector<float> want(static_cast<std::size_t>(hidden));

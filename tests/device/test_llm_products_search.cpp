@@ -40,7 +40,16 @@ TEST(llm_products_timing, batch64_cublaslt_search) { GTEST_SKIP() << "built with
 
 #else
 
-class llm_products_timing : public itera::test::cuda_test {};
+// Searches, run on request only.
+class llm_products_timing : public itera::test::cuda_test {
+ protected:
+  void SetUp() override {
+    const char* asked = std::getenv("ITERA_LLM_PRODUCTS_SEARCH");
+    if (!asked || std::string(asked) != "1")
+      GTEST_SKIP() << "a search of cuBLASLt's algorithms: ITERA_LLM_PRODUCTS_SEARCH=1 runs it";
+    itera::test::cuda_test::SetUp();
+  }
+};
 
 struct product_shape {
   const char* name;
@@ -118,8 +127,6 @@ itera::cuda::matmul_desc engine_op() {
 }
 
 TEST_F(llm_products_timing, batch64_cublaslt_search) {
-  const char* asked = std::getenv("ITERA_LLM_PRODUCTS_SEARCH");
-  if (!asked || std::string(asked) != "1") GTEST_SKIP() << "a search of cuBLASLt's algorithms: ITERA_LLM_PRODUCTS_SEARCH=1 runs it";
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
   const cudaStream_t s = dev.stream();
@@ -263,8 +270,6 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
 // past the L2; the parts' sum checked against the engine's product. Runs with
 // ITERA_LLM_PRODUCTS_SEARCH=1.
 TEST_F(llm_products_timing, batch64_split_k_as_batch) {
-  const char* asked = std::getenv("ITERA_LLM_PRODUCTS_SEARCH");
-  if (!asked || std::string(asked) != "1") GTEST_SKIP() << "a search of cuBLASLt's algorithms: ITERA_LLM_PRODUCTS_SEARCH=1 runs it";
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
   const cudaStream_t s = dev.stream();

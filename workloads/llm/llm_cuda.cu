@@ -497,6 +497,14 @@ struct cuda_engine::impl {
     return k::gemv_supported(n, kk, w.w, in, w.scales != nullptr);
   }
 
+  // d = alpha * a b + beta * d on the plan's layouts with `algo`, on the engine's stream and workspace.
+  void matmul(const gemm_plan& p, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
+              float beta, void* d) {
+    ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, a, p.a.get(), b, p.b.get(), &beta, d,
+                                      p.d.get(), d, p.d.get(), &algo, dev.lt_workspace(), dev.lt_workspace_size(),
+                                      dev.stream()));
+  }
+
   // out[n][m] = beta * out + in[n][kk] W^T, W [m][kk], in and 16-bit W and out of the compute type
   // A. fp8 weights above the gemv's rows are dequantised into the 16-bit scratch first.
   template <class A>
@@ -523,14 +531,11 @@ struct cuda_engine::impl {
           throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", n, " x ", m, " fp32 sums"));
         sums = gate_up.data();
       }
-      const float alpha = fp32_out ? 1.0f : k::fp8_sums_scale<A>(kk), zero = 0.0f;
-      ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w.w, p.a.get(), act_codes.data(), p.b.get(),
-                                        &zero, sums, p.d.get(), sums, p.d.get(), &p.chosen.algo, dev.lt_workspace(),
-                                        dev.lt_workspace_size(), dev.stream()));
+      const float alpha = fp32_out ? 1.0f : k::fp8_sums_scale<A>(kk);
+      matmul(p, p.chosen.algo, alpha, w.w, act_codes.data(), 0.0f, sums);
       k::scale_product<A>(sums, out, fp32_out, n, m, w.scales, act_scales.as<float>(), beta, alpha, dev.stream());
       return;
     }
-    const float alpha = 1.0f;
     if (w.scales) {
       // Dequantised into the 16-bit scratch as many rows at a time as it holds (a layer projection
       // whole, the LM head in slices), each slice's outputs a column block of out.
@@ -541,17 +546,13 @@ struct cuda_engine::impl {
         k::dequantise_fp8(static_cast<const std::uint8_t*>(w.w) + r0 * kk, w.scales + r0, rows, kk,
                           dequantised.as<A>(), dev.stream());
         gemm_plan& p = plan_for(rows, n, kk, fp32_out, false, m);
-        void* d = static_cast<unsigned char*>(out) + static_cast<std::size_t>(r0) * out_element;
-        ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, dequantised.data(), p.a.get(), in,
-                                          p.b.get(), &beta, d, p.d.get(), d, p.d.get(), &p.chosen.algo,
-                                          dev.lt_workspace(), dev.lt_workspace_size(), dev.stream()));
+        matmul(p, p.chosen.algo, 1.0f, dequantised.data(), in, beta,
+               static_cast<unsigned char*>(out) + static_cast<std::size_t>(r0) * out_element);
       }
       return;
     }
     gemm_plan& p = plan_for(m, n, kk, fp32_out);
-    ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w.w, p.a.get(), in, p.b.get(), &beta, out,
-                                      p.d.get(), out, p.d.get(), &p.chosen.algo, dev.lt_workspace(),
-                                      dev.lt_workspace_size(), dev.stream()));
+    matmul(p, p.chosen.algo, 1.0f, w.w, in, beta, out);
   }
 
   // fp8 without fp8_mma: the rows of an m x kk matrix that the 16-bit scratch holds at a time (it
@@ -641,22 +642,24 @@ struct cuda_engine::impl {
 
   // out[n][m] = rms_norm(x row t * in_stride + in_offset, norm_w) W^T (beta 0). Fused: one kernel in
   // product_scope, which then declares the norm's weight bytes too; otherwise rms_norm into h in
-  // norm_scope, then the product in product_scope.
+  // norm_scope, then the product in product_scope. h_normed: h holds those rows already (a
+  // residual product in parts wrote them, add_rms_norm): the product alone.
   template <class A>
   void norm_product(stage_recorder* rec, std::string_view norm_scope, std::string_view product_scope,
                     const A* norm_w, std::int64_t in_stride, std::int64_t in_offset, std::int64_t n,
-                    const matrix& w, std::int64_t m, double product_bytes, void* out, bool fp32_out) {
+                    const matrix& w, std::int64_t m, double product_bytes, void* out, bool fp32_out,
+                    bool h_normed = false) {
     const cudaStream_t s = dev.stream();
     const auto eps = static_cast<float>(c.rms_norm_eps);
     const double norm_bytes = 2.0 * static_cast<double>(c.hidden);
-    if (fuse_norm(n, w, norm_w)) {
+    if (!h_normed && fuse_norm(n, w, norm_w)) {
       stage st(rec, product_scope);
       st.read(product_bytes + norm_bytes);
       k::gemv_rms_norm(w.w, w.scales, m, c.hidden, x.as<float>(), in_stride, in_offset, norm_w, eps, n, out, fp32_out,
                        0.0f, s);
       return;
     }
-    norm_rows(rec, norm_scope, norm_w, in_stride, in_offset, n);
+    if (!h_normed) norm_rows(rec, norm_scope, norm_w, in_stride, in_offset, n);
     stage st(rec, product_scope);
     st.read(product_bytes);
     gemm(w, m, c.hidden, h.as<A>(), n, out, fp32_out, 0.0f);
@@ -723,17 +726,11 @@ struct cuda_engine::impl {
   void split_trial(gemm_plan& p, std::uint64_t layer_offsets::*weight, const void* in) {
     if (p.tried || !split_trial_on || p.candidates.empty()) return;
     p.tried = true;
-    const cudaStream_t s = dev.stream();
-    const float alpha = 1.0f, zero = 0.0f;
     const auto run_all = [&](const cublasLtMatmulAlgo_t& algo) {
-      for (const layer_offsets& lo : layer_off) {
-        const void* w = weights.as<unsigned char>() + lo.*weight;
-        ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w, p.a.get(), in, p.b.get(), &zero,
-                                          gate_up.data(), p.d.get(), gate_up.data(), p.d.get(), &algo,
-                                          dev.lt_workspace(), dev.lt_workspace_size(), s));
-      }
+      for (const layer_offsets& lo : layer_off)
+        matmul(p, algo, 1.0f, weights.as<unsigned char>() + lo.*weight, in, 0.0f, gate_up.data());
     };
-    cuda::cuda_event_timer timer(s, "split trial");
+    cuda::cuda_event_timer timer(dev.stream(), "split trial");
     std::vector<algorithm> all{p.chosen};
     all.insert(all.end(), p.candidates.begin(), p.candidates.end());
     double best = -1;
@@ -757,20 +754,16 @@ struct cuda_engine::impl {
   void residual_product(stage_recorder* rec, std::string_view product_scope, std::string_view norm_scope,
                         const matrix& w, std::uint64_t layer_offsets::*weight, std::int64_t kk, const A* in,
                         std::int64_t n, int parts, double product_bytes, const A* norm_w) {
-    const cudaStream_t s = dev.stream();
     gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
     {
       stage st(rec, product_scope);
       st.read(product_bytes);
-      const float alpha = 1.0f, zero = 0.0f;
-      ITERA_CUBLAS_CHECK(cublasLtMatmul(dev.lt_handle(), p.op.get(), &alpha, w.w, p.a.get(), in, p.b.get(), &zero,
-                                        gate_up.data(), p.d.get(), gate_up.data(), p.d.get(), &p.chosen.algo,
-                                        dev.lt_workspace(), dev.lt_workspace_size(), s));
+      matmul(p, p.chosen.algo, 1.0f, w.w, in, 0.0f, gate_up.data());
     }
     stage st(rec, norm_scope);
     if (norm_w) st.read(2.0 * static_cast<double>(c.hidden));
     k::add_rms_norm(x.as<float>(), k::residual_parts{gate_up.as<float>(), parts, n * c.hidden}, norm_w, h.as<A>(), n,
-                    c.hidden, static_cast<float>(c.rms_norm_eps), s);
+                    c.hidden, static_cast<float>(c.rms_norm_eps), dev.stream());
   }
 
   std::uint64_t kv_element_bytes() const { return kv8 ? 1 : 2; }
@@ -879,14 +872,8 @@ struct cuda_engine::impl {
           k::qkv_rope_store(h.as<A>(), rows, hidden, static_cast<const A*>(wqkv.w), bias, inv_freq.as<float>(), lens,
                             sh, cache_at(k_cache, l, first), cache_at(v_cache, l, first), qkv.as<A>(), s);
         } else {
-          if (h_normed) {
-            stage st(rec, "qkv");
-            st.read(pbytes(qkv_width, hidden));
-            gemm(wqkv, qkv_width, hidden, h.as<A>(), rows, qkv.data(), false, 0.0f);
-          } else {
-            norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, wqkv, qkv_width,
-                         pbytes(qkv_width, hidden), qkv.data(), false);
-          }
+          norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, wqkv, qkv_width,
+                       pbytes(qkv_width, hidden), qkv.data(), false, h_normed);
           stage st(rec, "rope");
           if (bias) st.read(wbytes(qkv_width));
           k::bias_rope_store(qkv.as<A>(), bias, inv_freq.as<float>(), lens, rows, sh, cache_at(k_cache, l, first),
@@ -924,14 +911,8 @@ struct cuda_engine::impl {
         st.read(pbytes(hidden, inter));
         gemm(wdown, hidden, inter, act.as<A>(), rows, x.data(), true, 1.0f);
       } else {
-        if (post_normed) {
-          stage st(rec, "gate_up");
-          st.read(pbytes(2 * inter, hidden));
-          gemm(wgu, 2 * inter, hidden, h.as<A>(), rows, gate_up.data(), false, 0.0f);
-        } else {
-          norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
-                       pbytes(2 * inter, hidden), gate_up.data(), false);
-        }
+        norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
+                     pbytes(2 * inter, hidden), gate_up.data(), false, post_normed);
         const int down_parts = fuse_swiglu(rows, wdown) ? 1 : split_parts(rows, inter, wdown, act.data());
         if (down_parts > 1) {
           {
