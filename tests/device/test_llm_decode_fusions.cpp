@@ -54,6 +54,7 @@ class llm_decode_fusions : public itera::test::cuda_test {};
 
 using split_scope = itera::test::override_scope<bool, &override_split_residual>;
 using trial_scope = itera::test::override_scope<bool, &override_split_trial>;
+using product_trial_scope = itera::test::override_scope<bool, &override_product_trial>;
 
 using itera::test::download;
 using itera::test::upload;
@@ -124,9 +125,10 @@ TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
 // A shape whose o_proj (k = 256) and down (k = 512) both split: 12 sequences decode (above the
 // gemv's 4 rows, so cuBLASLt runs the products), host-driven and as a CUDA graph; the logits of
 // each step against the cpu reference, the split engine's against the unsplit one's, the graph's
-// tokens against the host-driven steps' (the split trial pinned off: the graph would otherwise run
-// the algorithm its trial picked, the eager steps cuBLASLt's first), and a recorded step's scopes
-// (the split's residual_norm, or the norms).
+// tokens against the host-driven steps' (the trials pinned off: the graph would otherwise run the
+// algorithms its trials picked, the eager steps cuBLASLt's first), a graph with the trials on
+// agreeing with them but for near ties, and a recorded step's scopes (the split's residual_norm, or
+// the norms).
 TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
   model_config c = preset("tiny");
   c.hidden = 256;
@@ -147,9 +149,11 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
   opts.max_prompt = prompt;
   std::vector<std::vector<float>> logits[2];  // [split][step]
   std::vector<std::vector<std::int32_t>> tokens[2];
-  const trial_scope same_algorithm(false);
   for (const bool split : {false, true}) {
     const split_scope scope(split);
+    // (Scopes restore the environment's choice, not an outer scope's: set anew each round.)
+    const trial_scope same_split_algorithm(false);
+    const product_trial_scope same_algorithm(false);
     cuda_engine eng(*m_dev, w, opts);
     std::vector<sequence> seqs;
     for (std::int64_t b = 0; b < batch; ++b) {
@@ -194,6 +198,22 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
       EXPECT_EQ(graph_eng.read_ids(), tokens[split][static_cast<std::size_t>(step + 1)])
           << (split ? "in parts" : "unsplit") << ", graph step " << step + 1;
     }
+    // With the trials on (their picks may round differently: a near tie may flip, and the rest of
+    // that sequence with it; a wrong product changes nearly every token).
+    const trial_scope split_trial(true);
+    const product_trial_scope product_trial(true);
+    cuda_engine tried_eng(*m_dev, w, opts);
+    (void)tried_eng.prefill(ids, prompt);
+    std::size_t same = 0;
+    for (std::int64_t step = 0; step < steps; ++step) {
+      tried_eng.decode_graph();
+      const auto got = tried_eng.read_ids();
+      const auto& want = tokens[split][static_cast<std::size_t>(step + 1)];
+      for (std::size_t b = 0; b < got.size(); ++b) same += got[b] == want[b];
+    }
+    std::printf("%s: graph with the trials, %zu of %lld tokens as the eager steps'\n", split ? "in parts" : "unsplit",
+                same, static_cast<long long>(batch * steps));
+    EXPECT_GE(static_cast<double>(same), 0.9 * static_cast<double>(batch * steps));
   }
   for (std::int64_t step = 0; step < steps; ++step) {
     const double e = itera::test::normalised_error(logits[1][static_cast<std::size_t>(step)],

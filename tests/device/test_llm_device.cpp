@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "itera/core/errors.hpp"
 #include "itera/core/recorder.hpp"
 #include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/cpu_engine.hpp"
@@ -219,7 +220,7 @@ TEST_F(llm_cuda, tiny_matches_cpu_reference) {
           << (graph ? "graph" : "device") << " decode step " << step + 1;
     }
     EXPECT_EQ(dev_eng.length(0), prompt + steps);
-    if (graph) EXPECT_TRUE(dev_eng.graph_captured());
+    if (graph) EXPECT_EQ(dev_eng.graphs_captured(), 1);
   }
 }
 
@@ -293,6 +294,30 @@ TEST_F(llm_cuda, slots_serve_like_the_cpu_engine) {
   EXPECT_EQ(gpu.length(0), 9 + 8);
   EXPECT_EQ(gpu.length(1), 12 + 3);
   EXPECT_EQ(gpu.length(2), 3 + 3);
+}
+
+// The server scenario readies every row count's decode before its timed run (prepare_decode):
+// one graph per row count, none captured again while serving, and the same tokens as an engine
+// that captures each graph at its first step (nothing the preparation ran, such as the product
+// trials at 5-64 rows, changes a slot's state). Batch 6 takes the cuBLASLt products from 5 rows.
+TEST_F(llm_cuda, prepared_decode_graphs_serve_the_same_tokens) {
+  const model_config c = preset("tiny");
+  const model_weights w = random_weights(c, dtype::bf16, 20240611);
+  engine_options o;
+  o.batch = 6;
+  o.max_context = 40;
+  o.max_prompt = 16;
+  o.prefill_batch = 1;
+  cuda_engine prepared(*m_dev, w, o), lazy(*m_dev, w, o);
+  EXPECT_THROW(prepared.prepare_decode(0), itera::usage_error);
+  EXPECT_THROW(prepared.prepare_decode(7), itera::usage_error);
+  for (std::int64_t rows = 1; rows <= o.batch; ++rows) prepared.prepare_decode(rows);
+  EXPECT_EQ(prepared.graphs_captured(), o.batch);
+  EXPECT_EQ(lazy.graphs_captured(), 0);
+  const auto a = serve_schedule(prepared), b = serve_schedule(lazy);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(prepared.graphs_captured(), o.batch);
+  EXPECT_EQ(lazy.graphs_captured(), 2);  // the schedule's row counts: 2 and 3
 }
 
 // A multimodal prefill: image rows given as input vectors (stage_embeddings), from the device and

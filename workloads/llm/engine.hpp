@@ -67,6 +67,10 @@ class engine {
   // must have room for one more token (usage_error otherwise); released slots in the range compute
   // a throwaway token and hold nothing.
   virtual void decode(std::int64_t rows) = 0;
+  // Readies decode(rows) without running a step: what the first decode of a row count would set
+  // up (the cuda engine's graph capture, its products' plans and algorithm trials), so that a timed
+  // run does not pay it. Nothing to ready by default.
+  virtual void prepare_decode(std::int64_t rows) { (void)rows; }
   // Marks a slot free: it holds nothing until the next prefill into it.
   virtual void release(std::int64_t slot) = 0;
   virtual std::int64_t length(std::int64_t slot) const = 0;  // tokens the slot holds (0 when free)

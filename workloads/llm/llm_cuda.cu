@@ -74,8 +74,8 @@ struct gemm_plan {
   matmul_desc op;
   matrix_layout a, b, d;
   algorithm chosen{};
-  std::vector<algorithm> candidates;  // a split product's (parts > 1): the heuristic's 2nd to 8th
-  bool tried = false;                 // chosen by split_trial
+  std::vector<algorithm> candidates;  // the heuristic's 2nd to 8th (product_trial's)
+  bool tried = false;                 // chosen by product_trial
 };
 
 // A recorder scope when there is a recorder, nothing otherwise.
@@ -125,9 +125,10 @@ struct matrix {
   const float* scales = nullptr;  // set: fp8 e4m3 codes
 };
 
-// override_split_residual's and override_split_trial's switches.
+// override_split_residual's, override_split_trial's and override_product_trial's switches.
 itera::kernels::overridable_switch split_residual_switch{"ITERA_LLM_SPLIT_RESIDUAL", true};
 itera::kernels::overridable_switch split_trial_switch{"ITERA_LLM_SPLIT_TRIAL", true};
+itera::kernels::overridable_switch product_trial_switch{"ITERA_LLM_PRODUCT_TRIAL", true};
 
 }  // namespace
 
@@ -152,7 +153,8 @@ struct cuda_engine::impl {
   bool kv8 = false;           // the KV cache holds fp8 e4m3 codes (scale 1)
   bool fp8_mma = false;       // fp8: products above the gemv's rows on fp8 tensor cores
   bool split_residual = split_residual_switch.on();  // residual products in parts (split_parts)
-  bool split_trial_on = split_trial_switch.on();     // their algorithm by split_trial
+  bool split_trial_on = split_trial_switch.on();     // their algorithm by product_trial
+  bool product_trial_on = product_trial_switch.on(); // the other decode products' too
   device_buffer dequantised;  // fp8 without fp8_mma: 16-bit scratch of the largest projection
   device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
   device_buffer k_cache, v_cache;
@@ -470,7 +472,7 @@ struct cuda_engine::impl {
     cublasLtMatmulHeuristicResult_t results[8] = {};  // an array: nvcc 13.0 crashes on containers of it
     int returned = 0;
     ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
-                                                      p.d.get(), pref.get(), parts > 1 ? 8 : 1, results, &returned));
+                                                      p.d.get(), pref.get(), 8, results, &returned));
     const cublasLtMatmulHeuristicResult_t& result = results[0];
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : dtype_name(o.compute),
@@ -713,24 +715,26 @@ struct cuda_engine::impl {
     return takes && !small(n, kk, w, in) ? residual_split : 1;
   }
 
-  // A split product's algorithm for a decode graph: the fastest of the heuristic's first eight, each
-  // timed over every layer's weights in turn (so that they stream from DRAM, as in a step) into the
-  // gate/up scratch, once per plan, by capture() before it captures (~40 ms for llama-3.1-8b's two
-  // products). Eager passes keep what the plan holds (the first, unless a capture tried it first):
-  // a prefill of a new length or an eager step pays no trial inside a timed region.
-  // ITERA_LLM_SPLIT_TRIAL=0 (override_split_trial) keeps the heuristic's first. On the H200
-  // (docs/perf/2026-12-01-split-residual.md): down in two parts 35.1 us for the first against 32.9
-  // for the fastest, o_proj 12.8 against 12.0 (run 8, alone); in the batch-64 step (run 9) down
-  // 1092 -> 1035 us a step, o_proj 377 -> 358, the graph step 5.978 / 5.981 -> 5.914 / 5.900 ms;
-  // at batch 16 the step 4.937 / 4.950 -> 4.950 / 4.863 (o_proj's pick once slower in the step).
-  void split_trial(gemm_plan& p, std::uint64_t layer_offsets::*weight, const void* in) {
-    if (p.tried || !split_trial_on || p.candidates.empty()) return;
+  // A decode graph's product algorithm: the fastest of the heuristic's first eight, each timed
+  // over every layer's weights in turn (so that they stream from DRAM, as in a step), once per
+  // plan, by capture() before it captures (~40 ms for llama-3.1-8b's two split products at 64 rows).
+  // `out` and `beta` as the product writes (a scratch where it adds into x). Eager passes keep
+  // what the plan holds (the first, unless a capture tried it first): a prefill of a new length or
+  // an eager step pays no trial inside a timed region; the server scenario prepares its graphs
+  // before its run (prepare_decode). ITERA_LLM_SPLIT_TRIAL=0 (override_split_trial) keeps the
+  // heuristic's first for the split products, ITERA_LLM_PRODUCT_TRIAL=0 (override_product_trial)
+  // for the others. On the H200 (docs/perf/2026-12-01-split-residual.md): down in two parts 35.1 us
+  // for the first against 32.9 for the fastest, o_proj 12.8 against 12.0 (run 8, alone); in the
+  // batch-64 step (run 9) down 1092 -> 1035 us a step, o_proj 377 -> 358, the graph step 5.978 /
+  // 5.981 -> 5.914 / 5.900 ms; at batch 16 the step 4.937 / 4.950 -> 4.950 / 4.863 (o_proj's pick
+  // once slower in the step).
+  void product_trial(gemm_plan& p, std::span<const void* const> weight, const void* in, void* out, float beta) {
+    if (p.tried || p.candidates.empty()) return;
     p.tried = true;
     const auto run_all = [&](const cublasLtMatmulAlgo_t& algo) {
-      for (const layer_offsets& lo : layer_off)
-        matmul(p, algo, 1.0f, weights.as<unsigned char>() + lo.*weight, in, 0.0f, gate_up.data());
+      for (const void* w : weight) matmul(p, algo, 1.0f, w, in, beta, out);
     };
-    cuda::cuda_event_timer timer(dev.stream(), "split trial");
+    cuda::cuda_event_timer timer(dev.stream(), "product trial");
     std::vector<algorithm> all{p.chosen};
     all.insert(all.end(), p.candidates.begin(), p.candidates.end());
     double best = -1;
@@ -749,10 +753,9 @@ struct cuda_engine::impl {
 
   // x[n][hidden] += in[n][kk] W^T in `parts` (> 1) as split_parts says, then h = rms_norm(x,
   // norm_w) (nullptr: the add alone), the add and norm in `norm_scope`.
-  // `weight`: the product's member of layer_offsets (the split trial's weights).
   template <class A>
   void residual_product(stage_recorder* rec, std::string_view product_scope, std::string_view norm_scope,
-                        const matrix& w, std::uint64_t layer_offsets::*weight, std::int64_t kk, const A* in,
+                        const matrix& w, std::int64_t kk, const A* in,
                         std::int64_t n, int parts, double product_bytes, const A* norm_w) {
     gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
     {
@@ -888,7 +891,7 @@ struct cuda_engine::impl {
         const matrix wo = projection(lo.wo, lo.so);
         const int o_parts = split_parts(rows, c.q_dim(), wo, attn.data());
         if (o_parts > 1) {
-          residual_product<A>(rec, "o_proj", "residual_norm", wo, &layer_offsets::wo, c.q_dim(), attn.as<A>(), rows,
+          residual_product<A>(rec, "o_proj", "residual_norm", wo, c.q_dim(), attn.as<A>(), rows,
                               o_parts, pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm));
           post_normed = true;
         } else {
@@ -921,7 +924,7 @@ struct cuda_engine::impl {
           }
           // The next layer's input norm here (the LM head's final norm stays with it).
           const A* next_norm = last ? nullptr : w_at<A>(layer_off[static_cast<std::size_t>(l + 1)].input_norm);
-          residual_product<A>(rec, "down", "residual_norm", wdown, &layer_offsets::wdown, inter, act.as<A>(), rows,
+          residual_product<A>(rec, "down", "residual_norm", wdown, inter, act.as<A>(), rows,
                               down_parts, pbytes(hidden, inter), next_norm);
           h_normed = !last;
         } else {
@@ -1046,23 +1049,49 @@ struct cuda_engine::impl {
 
   cudaGraphExec_t capture(std::int64_t rows) {
     if (auto it = graphs.find(rows); it != graphs.end()) return it->second;
-    // Plans first (for the products cuBLASLt runs): the capture then records launches only.
+    // Plans first (for the products cuBLASLt runs), their algorithms by product_trial: the capture
+    // then records launches only. A product: its weights (every layer's member, or the LM head),
+    // what it reads (fp8 products: the quantised activations), where the trial writes (o_proj and
+    // down add into x: the gate/up scratch instead, free while they run, with their beta of 1).
+    struct product {
+      std::uint64_t layer_offsets::*w;  // nullptr: the LM head
+      std::uint64_t layer_offsets::*scales;
+      std::int64_t m, kk;
+      bool fp32;
+      const void* in;
+      void* out;
+      bool adds;
+    };
+    const product products[] = {
+        {&layer_offsets::wqkv, &layer_offsets::sqkv, qkv_width, c.hidden, false, h.data(), qkv.data(), false},
+        {&layer_offsets::wo, &layer_offsets::so, c.hidden, c.q_dim(), true, attn.data(), gate_up.data(), true},
+        {&layer_offsets::wgu, &layer_offsets::sgu, 2 * c.intermediate, c.hidden, false, h.data(), gate_up.data(), false},
+        {&layer_offsets::wdown, &layer_offsets::sdown, c.hidden, c.intermediate, true, act.data(), gate_up.data(), true},
+        {nullptr, nullptr, c.vocab, c.hidden, true, h.data(), logits.data(), false}};
     const auto& l0 = layer_off.front();
-    const std::tuple<std::int64_t, std::int64_t, bool, const void*, matrix> products[] = {
-        {qkv_width, c.hidden, false, h.data(), projection(l0.wqkv, l0.sqkv)},
-        {c.hidden, c.q_dim(), true, attn.data(), projection(l0.wo, l0.so)},
-        {2 * c.intermediate, c.hidden, false, h.data(), projection(l0.wgu, l0.sgu)},
-        {c.hidden, c.intermediate, true, act.data(), projection(l0.wdown, l0.sdown)},
-        {c.vocab, c.hidden, true, h.data(), lm_head()}};
-    for (const auto& [m, kk, fp32, in, w] : products)
-      if (!small(rows, kk, w, in)) prepare_plans(m, rows, kk, fp32, w);
-    // The split residual products' plans, their algorithms chosen by the trial before the capture.
-    const std::tuple<std::uint64_t layer_offsets::*, std::int64_t, const void*, matrix> residual[] = {
-        {&layer_offsets::wo, c.q_dim(), attn.data(), projection(l0.wo, l0.so)},
-        {&layer_offsets::wdown, c.intermediate, act.data(), projection(l0.wdown, l0.sdown)}};
-    for (const auto& [weight, kk, in, w] : residual)
-      if (const int parts = split_parts(rows, kk, w, in); parts > 1)
-        split_trial(plan_for(c.hidden, rows, kk, true, false, 0, parts), weight, in);
+    std::vector<const void*> weight;
+    for (const product& pr : products) {
+      const matrix w = pr.w ? projection(l0.*pr.w, l0.*pr.scales) : lm_head();
+      if (small(rows, pr.kk, w, pr.in)) continue;
+      prepare_plans(pr.m, rows, pr.kk, pr.fp32, w);
+      weight.clear();
+      if (pr.w)
+        for (const layer_offsets& lo : layer_off) weight.push_back(projection(lo.*pr.w, lo.*pr.scales).w);
+      else
+        weight.push_back(w.w);
+      const int parts = pr.adds ? split_parts(rows, pr.kk, w, pr.in) : 1;
+      if (parts > 1) {
+        if (split_trial_on)
+          product_trial(plan_for(c.hidden, rows, pr.kk, true, false, 0, parts), weight, pr.in, gate_up.data(), 0.0f);
+        continue;
+      }
+      if (!product_trial_on || (w.scales && !fp8_mma)) continue;  // (dequantised: a plan per slice)
+      if (pr.adds && gate_up.bytes() < static_cast<std::uint64_t>(rows * pr.m) * 4)
+        throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", rows, " x ", pr.m, " fp32 sums"));
+      // fp8 products sum apart with beta 0 (gemm), 16-bit ones that add with beta 1.
+      product_trial(plan_for(pr.m, rows, pr.kk, pr.fp32, w.scales != nullptr), weight,
+                    w.scales ? act_codes.data() : pr.in, pr.out, pr.adds && !w.scales ? 1.0f : 0.0f);
+    }
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
     // under capture.
     if (half)
@@ -1143,6 +1172,7 @@ bool query_fp8_products(cuda_backend& dev, cudaDataType_t out_16bit) {
 
 void override_split_residual(std::optional<bool> on) { split_residual_switch.override(on); }
 void override_split_trial(std::optional<bool> on) { split_trial_switch.override(on); }
+void override_product_trial(std::optional<bool> on) { product_trial_switch.override(on); }
 
 // Asked once per device and compute type: the engine, the memory plan and each quality engine ask it.
 bool cuda_engine::fp8_products_available(backend& d, dtype compute) {
@@ -1331,6 +1361,13 @@ void cuda_engine::prefill_staged(std::int64_t first, std::int64_t count, std::in
 
 void cuda_engine::decode(std::int64_t rows) { m->decode(rows); }
 
+void cuda_engine::prepare_decode(std::int64_t rows) {
+  if (rows < 1 || rows > m->o.batch)
+    throw usage_error(cat("llm cuda engine: prepare_decode(", rows, ") outside 1..", m->o.batch));
+  m->dev.make_current();
+  (void)m->capture(rows);
+}
+
 void cuda_engine::release(std::int64_t slot) {
   if (slot < 0 || slot >= m->o.batch)
     throw usage_error(cat("llm cuda engine: slot ", slot, " outside 0..", m->o.batch - 1));
@@ -1404,7 +1441,7 @@ void cuda_engine::decode_device(stage_recorder* recorder) {
 
 void cuda_engine::decode_graph() { m->decode(m->o.batch); }
 
-bool cuda_engine::graph_captured() const { return !m->graphs.empty(); }
+std::int64_t cuda_engine::graphs_captured() const { return static_cast<std::int64_t>(m->graphs.size()); }
 
 double cuda_engine::time_decode_ms(int steps, bool use_graph) {
   if (steps < 1) throw usage_error("llm cuda engine: time at least one step");

@@ -106,6 +106,9 @@ void override_split_residual(std::optional<bool> on);
 // keep the first): on unless ITERA_LLM_SPLIT_TRIAL=0. A test comparing a graph's tokens with eager
 // steps' pins it off, so that both run the same algorithm.
 void override_split_trial(std::optional<bool> on);
+// The same for the other products cuBLASLt runs in a decode graph (qkv, gate/up, the LM head, and
+// o_proj and down where they are not split): on unless ITERA_LLM_PRODUCT_TRIAL=0.
+void override_product_trial(std::optional<bool> on);
 
 // A projection as the gemv reads it: 16-bit bits [out_rows][in], or (bits16 empty) fp8 e4m3 codes
 // [out_rows][in] with one fp32 scale per row.
@@ -158,6 +161,7 @@ class cuda_engine final : public engine {
   void stage_embeddings(const embedding_rows& rows) override;
   void prefill_staged(std::int64_t first, std::int64_t count, std::int64_t prompt_len) override;
   void decode(std::int64_t rows) override;
+  void prepare_decode(std::int64_t rows) override;
   void release(std::int64_t slot) override;
   std::int64_t length(std::int64_t slot) const override;
   void record_ids(std::int64_t rows) override;
@@ -218,7 +222,7 @@ class cuda_engine final : public engine {
   void decode_device(stage_recorder* recorder = nullptr);
   // decode(slots()): the same work as one graph launch.
   void decode_graph();
-  bool graph_captured() const;
+  std::int64_t graphs_captured() const;  // decode graphs captured so far, one per row count
 
   // Device timing of `steps` decode_device() (or decode_graph()) calls back to back, in ms per step.
   double time_decode_ms(int steps, bool use_graph);
