@@ -430,6 +430,15 @@ struct cuda_engine::impl {
     return reinterpret_cast<A*>(weights.as<unsigned char>() + offset);
   }
 
+  // The heuristic's results a plan keeps for product_trial: ITERA_LLM_TRIAL_CANDIDATES, 8 unless set.
+  static constexpr int max_trial_candidates = 64;
+  static int trial_candidates() {
+    static const int n = static_cast<int>(std::clamp<std::int64_t>(
+        itera::kernels::env_count("ITERA_LLM_TRIAL_CANDIDATES", 8, "how many of cuBLASLt's algorithms a trial times (1-64)"),
+        1, max_trial_candidates));
+    return n;
+  }
+
   // fp8_inputs: both operands fp8 e4m3 codes, unscaled (the engine applies the scales after).
   // 16-bit operands and output: act_type, the compute type. ldd: the output's leading dimension
   // (0: m; larger where the product fills a column block of a wider output: a slice of the LM head).
@@ -469,10 +478,10 @@ struct cuda_engine::impl {
       ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                               &no_split, sizeof no_split));
     }
-    cublasLtMatmulHeuristicResult_t results[8] = {};  // an array: nvcc 13.0 crashes on containers of it
+    cublasLtMatmulHeuristicResult_t results[max_trial_candidates] = {};  // nvcc 13.0 crashes on containers of it
     int returned = 0;
     ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
-                                                      p.d.get(), pref.get(), 8, results, &returned));
+                                                      p.d.get(), pref.get(), trial_candidates(), results, &returned));
     const cublasLtMatmulHeuristicResult_t& result = results[0];
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : dtype_name(o.compute),
@@ -728,27 +737,94 @@ struct cuda_engine::impl {
   // batch-64 step (run 9) down 1092 -> 1035 us a step, o_proj 377 -> 358, the graph step 5.978 /
   // 5.981 -> 5.914 / 5.900 ms; at batch 16 the step 4.937 / 4.950 -> 4.950 / 4.863 (o_proj's pick
   // once slower in the step).
-  void product_trial(gemm_plan& p, std::span<const void* const> weight, const void* in, void* out, float beta) {
+  // run_all(algo): the timed work with `algo` as p's algorithm (every layer's product, or a
+  // sequence holding it: pair_trial).
+  template <class Run>
+  void product_trial(std::string_view name, gemm_plan& p, const Run& run_all) {
     if (p.tried || p.candidates.empty()) return;
     p.tried = true;
-    const auto run_all = [&](const cublasLtMatmulAlgo_t& algo) {
-      for (const void* w : weight) matmul(p, algo, 1.0f, w, in, beta, out);
-    };
     cuda::cuda_event_timer timer(dev.stream(), "product trial");
     std::vector<algorithm> all{p.chosen};
     all.insert(all.end(), p.candidates.begin(), p.candidates.end());
+    static const std::int64_t passes =
+        itera::kernels::env_count("ITERA_LLM_TRIAL_PASSES", 1, "timed passes per candidate, the fastest kept (1-16)");
+    static const bool log = std::getenv("ITERA_LLM_TRIAL_LOG") != nullptr;
+    std::string line;
     double best = -1;
-    for (const algorithm& a : all) {
-      run_all(a.algo);  // warm-up
-      timer.start();
-      run_all(a.algo);
-      timer.stop();
-      const double ms = timer.elapsed_ns() * 1e-6;
+    int picked = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      run_all(all[i].algo);  // warm-up
+      double ms = -1;
+      for (std::int64_t pass = 0; pass < std::clamp<std::int64_t>(passes, 1, 16); ++pass) {
+        timer.start();
+        run_all(all[i].algo);
+        timer.stop();
+        const double t = timer.elapsed_ns() * 1e-6;
+        ms = ms < 0 ? t : std::min(ms, t);
+      }
+      if (log) line += cat(" #", i + 1, " ", ms);
       if (best < 0 || ms < best) {
         best = ms;
-        p.chosen = a;
+        picked = static_cast<int>(i);
       }
     }
+    // ITERA_LLM_TRIAL_FORCE=name=k[,name=k]: candidate k (1-based) for that product (measurements).
+    if (const char* f = std::getenv("ITERA_LLM_TRIAL_FORCE")) {
+      const std::string forced = cat(",", f, ",");
+      if (const auto at = forced.find(cat(",", name, "=")); at != std::string::npos)
+        picked = std::clamp(std::atoi(forced.c_str() + at + name.size() + 2) - 1, 0, static_cast<int>(all.size()) - 1);
+    }
+    p.chosen = all[static_cast<std::size_t>(picked)];
+    if (log) {
+      const auto config = [&](cublasLtMatmulAlgoConfigAttributes_t what) {
+        std::uint32_t v = 0;
+        std::size_t written = 0;
+        return cublasLtMatmulAlgoConfigGetAttribute(&p.chosen.algo, what, &v, sizeof v, &written) == CUBLAS_STATUS_SUCCESS
+                   ? static_cast<long long>(v)
+                   : -1LL;
+      };
+      std::fprintf(stderr, "llm product trial, %.*s (ms):%s; picked #%d (algo %lld tile %lld split-K %lld)\n",
+                   static_cast<int>(name.size()), name.data(), line.c_str(), picked + 1, config(CUBLASLT_ALGO_CONFIG_ID),
+                   config(CUBLASLT_ALGO_CONFIG_TILE_ID), config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+    }
+  }
+
+  // A split residual product's trial (o_proj, down; 16-bit weights): each candidate timed over every
+  // layer with what follows it in a step, the add and the next norm (k::add_rms_norm) and the next
+  // product with its algorithm as already chosen (o_proj: this layer's gate/up; down: the next
+  // layer's qkv), because the product after it takes a different time by the algorithm before it:
+  // on the H200 (docs/perf/2026-12-01-trials-and-warmup.md, run 5; batch 64) gate/up took 1868 us
+  // a step after three of o_proj's first eight and ~1993 after the other five, o_proj itself
+  // 353-407 us, so the fastest o_proj alone (#5, 353 us) made the slower step (5.80 ms against
+  // 5.69). The add writes into x, which a step overwrites from the embeddings before reading.
+  void pair_trial(std::string_view name, std::int64_t rows, int parts, std::uint64_t layer_offsets::*weight,
+                  std::int64_t kk, const void* in) {
+    gemm_plan& p = plan_for(c.hidden, rows, kk, true, false, 0, parts);
+    const bool o_proj = weight == &layer_offsets::wo;
+    const std::int64_t next_m = o_proj ? 2 * c.intermediate : qkv_width;
+    const matrix next0 = matrix_16bit(o_proj ? layer_off[0].wgu : layer_off[0].wqkv);
+    const bool pairs = !small(rows, c.hidden, next0, h.data());
+    gemm_plan* next = pairs ? &plan_for(next_m, rows, c.hidden, false) : nullptr;
+    void* next_out = o_proj ? gate_up.data() : qkv.data();
+    const auto eps = static_cast<float>(c.rms_norm_eps);
+    product_trial(name, p, [&](const cublasLtMatmulAlgo_t& algo) {
+      for (std::size_t l = 0; l < layer_off.size(); ++l) {
+        const layer_offsets& lo = layer_off[l];
+        matmul(p, algo, 1.0f, weights.as<unsigned char>() + lo.*weight, in, 0.0f, gate_up.data());
+        // o_proj: this layer's post-attention norm and gate/up; down: the next layer's input norm and qkv.
+        const layer_offsets* after = o_proj ? &lo : l + 1 < layer_off.size() ? &layer_off[l + 1] : nullptr;
+        if (!next || !after) continue;
+        const std::uint64_t norm_w = o_proj ? after->post_norm : after->input_norm;
+        if (half)
+          k::add_rms_norm(x.as<float>(), k::residual_parts{gate_up.as<float>(), parts, rows * c.hidden},
+                          w_at<fp16>(norm_w), h.as<fp16>(), rows, c.hidden, eps, dev.stream());
+        else
+          k::add_rms_norm(x.as<float>(), k::residual_parts{gate_up.as<float>(), parts, rows * c.hidden},
+                          w_at<bf16>(norm_w), h.as<bf16>(), rows, c.hidden, eps, dev.stream());
+        matmul(*next, next->chosen.algo, 1.0f, weights.as<unsigned char>() + (o_proj ? after->wgu : after->wqkv),
+               h.data(), 0.0f, next_out);
+      }
+    });
   }
 
   // x[n][hidden] += in[n][kk] W^T in `parts` (> 1) as split_parts says, then h = rms_norm(x,
@@ -1053,7 +1129,10 @@ struct cuda_engine::impl {
     // then records launches only. A product: its weights (every layer's member, or the LM head),
     // what it reads (fp8 products: the quantised activations), where the trial writes (o_proj and
     // down add into x: the gate/up scratch instead, free while they run, with their beta of 1).
+    // The products that add into x come last: where they run in parts, their trial times each
+    // candidate with the add, the next norm and the product after them (pair_trial).
     struct product {
+      const char* name;
       std::uint64_t layer_offsets::*w;  // nullptr: the LM head
       std::uint64_t layer_offsets::*scales;
       std::int64_t m, kk;
@@ -1063,34 +1142,33 @@ struct cuda_engine::impl {
       bool adds;
     };
     const product products[] = {
-        {&layer_offsets::wqkv, &layer_offsets::sqkv, qkv_width, c.hidden, false, h.data(), qkv.data(), false},
-        {&layer_offsets::wo, &layer_offsets::so, c.hidden, c.q_dim(), true, attn.data(), gate_up.data(), true},
-        {&layer_offsets::wgu, &layer_offsets::sgu, 2 * c.intermediate, c.hidden, false, h.data(), gate_up.data(), false},
-        {&layer_offsets::wdown, &layer_offsets::sdown, c.hidden, c.intermediate, true, act.data(), gate_up.data(), true},
-        {nullptr, nullptr, c.vocab, c.hidden, true, h.data(), logits.data(), false}};
+        {"qkv", &layer_offsets::wqkv, &layer_offsets::sqkv, qkv_width, c.hidden, false, h.data(), qkv.data(), false},
+        {"gate_up", &layer_offsets::wgu, &layer_offsets::sgu, 2 * c.intermediate, c.hidden, false, h.data(), gate_up.data(), false},
+        {"lm_head", nullptr, nullptr, c.vocab, c.hidden, true, h.data(), logits.data(), false},
+        {"o_proj", &layer_offsets::wo, &layer_offsets::so, c.hidden, c.q_dim(), true, attn.data(), gate_up.data(), true},
+        {"down", &layer_offsets::wdown, &layer_offsets::sdown, c.hidden, c.intermediate, true, act.data(), gate_up.data(), true}};
     const auto& l0 = layer_off.front();
-    std::vector<const void*> weight;
     for (const product& pr : products) {
       const matrix w = pr.w ? projection(l0.*pr.w, l0.*pr.scales) : lm_head();
       if (small(rows, pr.kk, w, pr.in)) continue;
       prepare_plans(pr.m, rows, pr.kk, pr.fp32, w);
-      weight.clear();
-      if (pr.w)
-        for (const layer_offsets& lo : layer_off) weight.push_back(projection(lo.*pr.w, lo.*pr.scales).w);
-      else
-        weight.push_back(w.w);
+      const auto weight = [&](std::size_t l) { return pr.w ? projection(layer_off[l].*pr.w, layer_off[l].*pr.scales).w : w.w; };
+      const std::size_t count = pr.w ? layer_off.size() : 1;
       const int parts = pr.adds ? split_parts(rows, pr.kk, w, pr.in) : 1;
       if (parts > 1) {
-        if (split_trial_on)
-          product_trial(plan_for(c.hidden, rows, pr.kk, true, false, 0, parts), weight, pr.in, gate_up.data(), 0.0f);
+        if (split_trial_on) pair_trial(pr.name, rows, parts, pr.w, pr.kk, pr.in);
         continue;
       }
       if (!product_trial_on || (w.scales && !fp8_mma)) continue;  // (dequantised: a plan per slice)
       if (pr.adds && gate_up.bytes() < static_cast<std::uint64_t>(rows * pr.m) * 4)
         throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", rows, " x ", pr.m, " fp32 sums"));
       // fp8 products sum apart with beta 0 (gemm), 16-bit ones that add with beta 1.
-      product_trial(plan_for(pr.m, rows, pr.kk, pr.fp32, w.scales != nullptr), weight,
-                    w.scales ? act_codes.data() : pr.in, pr.out, pr.adds && !w.scales ? 1.0f : 0.0f);
+      gemm_plan& p = plan_for(pr.m, rows, pr.kk, pr.fp32, w.scales != nullptr);
+      const void* in = w.scales ? act_codes.data() : pr.in;
+      const float beta = pr.adds && !w.scales ? 1.0f : 0.0f;
+      product_trial(pr.name, p, [&](const cublasLtMatmulAlgo_t& algo) {
+        for (std::size_t l = 0; l < count; ++l) matmul(p, algo, 1.0f, weight(l), in, beta, pr.out);
+      });
     }
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
     // under capture.
