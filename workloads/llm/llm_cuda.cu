@@ -155,6 +155,7 @@ struct cuda_engine::impl {
   bool split_residual = split_residual_switch.on();  // residual products in parts (split_parts)
   bool split_trial_on = split_trial_switch.on();     // their algorithm by product_trial
   bool product_trial_on = product_trial_switch.on(); // the other decode products' too
+  std::uint64_t l2_bytes = 0;                        // the device's L2 (how many layers a trial takes)
   device_buffer dequantised;  // fp8 without fp8_mma: 16-bit scratch of the largest projection
   device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
   device_buffer k_cache, v_cache;
@@ -211,6 +212,9 @@ struct cuda_engine::impl {
                             ")"));
     if (o.max_prompt <= 0 || o.max_prompt > o.max_context) o.max_prompt = o.max_context;
     dev.make_current();
+    int l2 = 0;
+    ITERA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev.device_index()));
+    l2_bytes = static_cast<std::uint64_t>(l2);
     qkv_width = c.q_dim() + 2 * c.kv_dim();
     if (o.prefill_batch <= 0 || o.prefill_batch > o.batch) o.prefill_batch = o.batch;
     max_rows = std::max(o.prefill_batch * o.max_prompt, o.batch);
@@ -724,19 +728,32 @@ struct cuda_engine::impl {
     return takes && !small(n, kk, w, in) ? residual_split : 1;
   }
 
-  // A decode graph's product algorithm: the fastest of the heuristic's first eight, each timed
-  // over every layer's weights in turn (so that they stream from DRAM, as in a step), once per
-  // plan, by capture() before it captures (~40 ms for llama-3.1-8b's two split products at 64 rows).
-  // `out` and `beta` as the product writes (a scratch where it adds into x). Eager passes keep
-  // what the plan holds (the first, unless a capture tried it first): a prefill of a new length or
-  // an eager step pays no trial inside a timed region; the server scenario prepares its graphs
-  // before its run (prepare_decode). ITERA_LLM_SPLIT_TRIAL=0 (override_split_trial) keeps the
-  // heuristic's first for the split products, ITERA_LLM_PRODUCT_TRIAL=0 (override_product_trial)
-  // for the others. On the H200 (docs/perf/2026-12-01-split-residual.md): down in two parts 35.1 us
-  // for the first against 32.9 for the fastest, o_proj 12.8 against 12.0 (run 8, alone); in the
-  // batch-64 step (run 9) down 1092 -> 1035 us a step, o_proj 377 -> 358, the graph step 5.978 /
-  // 5.981 -> 5.914 / 5.900 ms; at batch 16 the step 4.937 / 4.950 -> 4.950 / 4.863 (o_proj's pick
-  // once slower in the step).
+  // How many layers a trial times a candidate over, for products of `layer_bytes` a layer: enough
+  // that their weights are four times the L2 (so that they stream from DRAM, as in a step), at
+  // least two, at most every layer (llama-3.1-8b on the H200's 60 MB: gate/up 2 of its 32 layers,
+  // down 3, qkv 5, o_proj 8, the pair trials 2). Every layer took ~8 s of trials before a batch-64
+  // server run's 64 graphs.
+  // ITERA_LLM_TRIAL_LAYERS=n sets it (measurements).
+  std::size_t trial_layers(double layer_bytes) const {
+    static const std::int64_t forced =
+        itera::kernels::env_count("ITERA_LLM_TRIAL_LAYERS", 0, "0 (by the L2) or the layers a trial times");
+    const auto all = static_cast<std::int64_t>(layer_off.size());
+    const std::int64_t want =
+        forced > 0 ? forced : static_cast<std::int64_t>(std::ceil(4.0 * static_cast<double>(l2_bytes) / layer_bytes));
+    return static_cast<std::size_t>(std::clamp<std::int64_t>(want, std::min<std::int64_t>(2, all), all));
+  }
+
+  // A decode graph's product algorithm: the fastest of the heuristic's first eight
+  // (ITERA_LLM_TRIAL_CANDIDATES), each timed over trial_layers() layers' weights in turn (so that
+  // they stream from DRAM, as in a step), once per plan, by capture() before it captures. Eager
+  // passes keep what the plan holds (the first, unless a capture tried it first): a prefill of a new
+  // length or an eager step pays no trial inside a timed region; the server scenario prepares its
+  // graphs before its run (prepare_decode). ITERA_LLM_SPLIT_TRIAL=0 (override_split_trial) keeps
+  // the heuristic's first for the split products, ITERA_LLM_PRODUCT_TRIAL=0 (override_product_trial)
+  // for the others. On the H200 (docs/perf/2026-12-01-split-residual.md, run 9; batch 64): the
+  // split products' trial took down 1092 -> 1035 us a step, o_proj 377 -> 358, the graph step
+  // 5.978 / 5.981 -> 5.914 / 5.900 ms; the others' (docs/perf/2026-12-01-trials-and-warmup.md, run
+  // 2) gate/up 2042 -> 1903 us, the LM head 275 -> 260, the step 5.910 / 5.935 -> 5.770 / 5.765 ms.
   // run_all(algo): the timed work with `algo` as p's algorithm (every layer's product, or a
   // sequence holding it: pair_trial).
   template <class Run>
@@ -807,8 +824,9 @@ struct cuda_engine::impl {
     gemm_plan* next = pairs ? &plan_for(next_m, rows, c.hidden, false) : nullptr;
     void* next_out = o_proj ? gate_up.data() : qkv.data();
     const auto eps = static_cast<float>(c.rms_norm_eps);
+    const std::size_t count = trial_layers(2.0 * static_cast<double>(c.hidden * kk + (next ? next_m * c.hidden : 0)));
     product_trial(name, p, [&](const cublasLtMatmulAlgo_t& algo) {
-      for (std::size_t l = 0; l < layer_off.size(); ++l) {
+      for (std::size_t l = 0; l < count; ++l) {
         const layer_offsets& lo = layer_off[l];
         matmul(p, algo, 1.0f, weights.as<unsigned char>() + lo.*weight, in, 0.0f, gate_up.data());
         // o_proj: this layer's post-attention norm and gate/up; down: the next layer's input norm and qkv.
@@ -1153,7 +1171,8 @@ struct cuda_engine::impl {
       if (small(rows, pr.kk, w, pr.in)) continue;
       prepare_plans(pr.m, rows, pr.kk, pr.fp32, w);
       const auto weight = [&](std::size_t l) { return pr.w ? projection(layer_off[l].*pr.w, layer_off[l].*pr.scales).w : w.w; };
-      const std::size_t count = pr.w ? layer_off.size() : 1;
+      const double bytes = static_cast<double>(pr.m * pr.kk) * (w.scales ? 1.0 : 2.0);
+      const std::size_t count = pr.w ? trial_layers(bytes) : 1;
       const int parts = pr.adds ? split_parts(rows, pr.kk, w, pr.in) : 1;
       if (parts > 1) {
         if (split_trial_on) pair_trial(pr.name, rows, parts, pr.w, pr.kk, pr.in);
