@@ -298,9 +298,13 @@ TEST_F(llm_cuda, slots_serve_like_the_cpu_engine) {
 
 // The server scenario readies every row count's decode before its timed run (prepare_decode):
 // one graph per row count, none captured again while serving, and the same tokens as an engine
-// that captures each graph at its first step (nothing the preparation ran, such as the product
-// trials at 5-64 rows, changes a slot's state). Batch 6 takes the cuBLASLt products from 5 rows.
+// that captures each graph at its first step (nothing the preparation ran changes a slot's state).
+// Batch 6 takes the cuBLASLt products from 5 rows. The trials pinned off: a prefill of 5 tokens
+// shares its products' plans with a 5-row step, which the prepared engine's trials would have
+// chosen and the other's not (the fusion test runs graphs with the trials on).
 TEST_F(llm_cuda, prepared_decode_graphs_serve_the_same_tokens) {
+  const itera::test::override_scope<bool, &override_split_trial> split_trial(false);
+  const itera::test::override_scope<bool, &override_product_trial> product_trial(false);
   const model_config c = preset("tiny");
   const model_weights w = random_weights(c, dtype::bf16, 20240611);
   engine_options o;
@@ -311,6 +315,12 @@ TEST_F(llm_cuda, prepared_decode_graphs_serve_the_same_tokens) {
   cuda_engine prepared(*m_dev, w, o), lazy(*m_dev, w, o);
   EXPECT_THROW(prepared.prepare_decode(0), itera::usage_error);
   EXPECT_THROW(prepared.prepare_decode(7), itera::usage_error);
+  prepared.stage_prompts(std::vector<std::int32_t>(static_cast<std::size_t>(o.batch) * 4, 3));
+  prepared.prefill_staged(0, o.batch, 4);
+  (void)prepared.read_prefill_logits(o.batch);
+  prepared.prepare_decode(o.batch);  // writes the logits over: reading them is refused
+  EXPECT_THROW((void)prepared.read_prefill_logits(o.batch), itera::usage_error);
+  for (std::int64_t slot = 0; slot < o.batch; ++slot) prepared.release(slot);
   for (std::int64_t rows = 1; rows <= o.batch; ++rows) prepared.prepare_decode(rows);
   EXPECT_EQ(prepared.graphs_captured(), o.batch);
   EXPECT_EQ(lazy.graphs_captured(), 0);

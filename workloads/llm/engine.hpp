@@ -69,7 +69,8 @@ class engine {
   virtual void decode(std::int64_t rows) = 0;
   // Readies decode(rows) without running a step: what the first decode of a row count would set
   // up (the cuda engine's graph capture, its products' plans and algorithm trials), so that a timed
-  // run does not pay it. Nothing to ready by default.
+  // run does not pay it. The slots keep what they hold; the step's scratch and the last logits do
+  // not (the trials run the products). The weights must be on the device. Nothing by default.
   virtual void prepare_decode(std::int64_t rows) { (void)rows; }
   // Marks a slot free: it holds nothing until the next prefill into it.
   virtual void release(std::int64_t slot) = 0;

@@ -74,7 +74,8 @@ struct gemm_plan {
   matmul_desc op;
   matrix_layout a, b, d;
   algorithm chosen{};
-  std::vector<algorithm> candidates;  // the heuristic's 2nd to 8th (product_trial's)
+  int parts = 1;                      // plan_for's
+  std::vector<algorithm> candidates;  // the heuristic's next ones, asked by product_trial only
   bool tried = false;                 // chosen by product_trial
 };
 
@@ -466,7 +467,7 @@ struct cuda_engine::impl {
     p.a = make_layout(in_type, slice, m, kk);  // W: K x M, used transposed
     p.b = make_layout(in_type, slice, n, kk);  // activations [n][K]
     p.d = make_layout(d_type, m, n, ldd);      // [n][ldd], M of each row; also C
-    const matmul_preference pref = cuda::make_preference(dev.lt_workspace_size());
+    p.parts = parts;
     if (parts > 1) {
       const std::int32_t count = parts;
       const std::int64_t in_stride = slice, out_stride = n * ldd;
@@ -478,24 +479,31 @@ struct cuda_engine::impl {
                                                             &in_stride, sizeof in_stride));
       ITERA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.d.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                           &out_stride, sizeof out_stride));
-      const std::uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;  // the parts are the split
-      ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                              &no_split, sizeof no_split));
     }
-    cublasLtMatmulHeuristicResult_t results[max_trial_candidates] = {};  // nvcc 13.0 crashes on containers of it
-    int returned = 0;
-    ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
-                                                      p.d.get(), pref.get(), trial_candidates(), results, &returned));
-    const cublasLtMatmulHeuristicResult_t& result = results[0];
+    cublasLtMatmulHeuristicResult_t result{};
+    const int returned = heuristic(p, &result, 1);
     if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error(cat("llm cuda engine: cuBLASLt has no ", fp8_inputs ? "fp8" : dtype_name(o.compute),
                                    " algorithm for M=", m, " N=", n, " K=", kk,
                                    " with ", fp32_out ? "fp32" : dtype_name(o.compute), " output",
                                    parts > 1 ? cat(" in ", parts, " parts") : std::string()));
     p.chosen.algo = result.algo;
-    for (int i = 1; i < returned; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(algorithm{results[i].algo});
     return plans.emplace(key, std::move(p)).first->second;
+  }
+
+  // cuBLASLt's first `count` algorithms for p's product (its parts never split again: the parts
+  // are the split). Returns how many it gave.
+  int heuristic(const gemm_plan& p, cublasLtMatmulHeuristicResult_t* results, int count) {
+    const matmul_preference pref = cuda::make_preference(dev.lt_workspace_size());
+    if (p.parts > 1) {
+      const std::uint32_t no_split = CUBLASLT_REDUCTION_SCHEME_NONE;
+      ITERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                              &no_split, sizeof no_split));
+    }
+    int returned = 0;
+    ITERA_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(dev.lt_handle(), p.op.get(), p.a.get(), p.b.get(), p.d.get(),
+                                                      p.d.get(), pref.get(), count, results, &returned));
+    return returned;
   }
 
   // Whether out[n][m] = in[n][kk] W^T runs in the bandwidth-bound gemv kernel (few rows) rather than cuBLASLt.
@@ -541,11 +549,7 @@ struct cuda_engine::impl {
       k::quantise_rows_fp8(in, n, kk, act_codes.as<std::uint8_t>(), act_scales.as<float>(), dev.stream());
       gemm_plan& p = plan_for(m, n, kk, fp32_out, true);
       void* sums = out;
-      if (fp32_out && beta != 0.0f) {  // the residual's sum: sums apart (beta 0: scaled in place)
-        if (gate_up.bytes() < static_cast<std::uint64_t>(m * n) * 4)
-          throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", n, " x ", m, " fp32 sums"));
-        sums = gate_up.data();
-      }
+      if (fp32_out && beta != 0.0f) sums = sums_scratch(n, m);  // the residual's sum: apart (beta 0: scaled in place)
       const float alpha = fp32_out ? 1.0f : k::fp8_sums_scale<A>(kk);
       matmul(p, p.chosen.algo, alpha, w.w, act_codes.data(), 0.0f, sums);
       k::scale_product<A>(sums, out, fp32_out, n, m, w.scales, act_scales.as<float>(), beta, alpha, dev.stream());
@@ -568,6 +572,13 @@ struct cuda_engine::impl {
     }
     gemm_plan& p = plan_for(m, n, kk, fp32_out);
     matmul(p, p.chosen.algo, 1.0f, w.w, in, beta, out);
+  }
+
+  // The gate/up scratch as room for n x m fp32 sums (free while a product that adds into x runs).
+  void* sums_scratch(std::int64_t n, std::int64_t m) const {
+    if (gate_up.bytes() < static_cast<std::uint64_t>(n * m) * 4)
+      throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", n, " x ", m, " fp32 sums"));
+    return gate_up.data();
   }
 
   // fp8 without fp8_mma: the rows of an m x kk matrix that the 16-bit scratch holds at a time (it
@@ -758,8 +769,13 @@ struct cuda_engine::impl {
   // sequence holding it: pair_trial).
   template <class Run>
   void product_trial(std::string_view name, gemm_plan& p, const Run& run_all) {
-    if (p.tried || p.candidates.empty()) return;
+    if (p.tried) return;
     p.tried = true;
+    cublasLtMatmulHeuristicResult_t results[max_trial_candidates] = {};  // nvcc 13.0 crashes on containers of it
+    const int returned = heuristic(p, results, trial_candidates());
+    for (int i = 1; i < returned; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(algorithm{results[i].algo});
+    if (p.candidates.empty()) return;
     cuda::cuda_event_timer timer(dev.stream(), "product trial");
     std::vector<algorithm> all{p.chosen};
     all.insert(all.end(), p.candidates.begin(), p.candidates.end());
@@ -806,56 +822,50 @@ struct cuda_engine::impl {
     }
   }
 
-  // A split residual product's trial (o_proj, down; 16-bit weights): each candidate timed over every
-  // layer with what follows it in a step, the add and the next norm (k::add_rms_norm) and the next
-  // product with its algorithm as already chosen (o_proj: this layer's gate/up; down: the next
-  // layer's qkv), because the product after it takes a different time by the algorithm before it:
-  // on the H200 (docs/perf/2026-12-01-trials-and-warmup.md, run 5; batch 64) gate/up took 1868 us
-  // a step after three of o_proj's first eight and ~1993 after the other five, o_proj itself
-  // 353-407 us, so the fastest o_proj alone (#5, 353 us) made the slower step (5.80 ms against
-  // 5.69). The add writes into x, which a step overwrites from the embeddings before reading.
+  // A split residual product's trial (o_proj, down; 16-bit weights): each candidate timed over
+  // trial_layers() layers with what follows it in a step, the add and the next norm
+  // (k::add_rms_norm) and the next product with its algorithm as already chosen (o_proj: the same
+  // layer's gate/up; down: the next layer's qkv; `next_by_cublas`: whether cuBLASLt runs it), because
+  // the product after it takes a different time by the algorithm before it: on the H200
+  // (docs/perf/2026-12-01-trials-and-warmup.md, run 5; batch 64) gate/up took 1868 us a step after
+  // three of o_proj's first eight and ~1993 after the other five, o_proj itself 353-407 us, so the
+  // fastest o_proj alone (#5, 353 us) made the slower step (5.80 ms against 5.69). The add writes
+  // into x, which a step overwrites from the embeddings before reading.
+  template <class A>
   void pair_trial(std::string_view name, std::int64_t rows, int parts, std::uint64_t layer_offsets::*weight,
-                  std::int64_t kk, const void* in) {
+                  std::int64_t kk, const A* in, bool next_by_cublas) {
     gemm_plan& p = plan_for(c.hidden, rows, kk, true, false, 0, parts);
     const bool o_proj = weight == &layer_offsets::wo;
     const std::int64_t next_m = o_proj ? 2 * c.intermediate : qkv_width;
-    const matrix next0 = matrix_16bit(o_proj ? layer_off[0].wgu : layer_off[0].wqkv);
-    const bool pairs = !small(rows, c.hidden, next0, h.data());
-    gemm_plan* next = pairs ? &plan_for(next_m, rows, c.hidden, false) : nullptr;
+    gemm_plan* next = next_by_cublas ? &plan_for(next_m, rows, c.hidden, false) : nullptr;
     void* next_out = o_proj ? gate_up.data() : qkv.data();
-    const auto eps = static_cast<float>(c.rms_norm_eps);
     const std::size_t count = trial_layers(2.0 * static_cast<double>(c.hidden * kk + (next ? next_m * c.hidden : 0)));
     product_trial(name, p, [&](const cublasLtMatmulAlgo_t& algo) {
       for (std::size_t l = 0; l < count; ++l) {
-        const layer_offsets& lo = layer_off[l];
-        matmul(p, algo, 1.0f, weights.as<unsigned char>() + lo.*weight, in, 0.0f, gate_up.data());
         // o_proj: this layer's post-attention norm and gate/up; down: the next layer's input norm and qkv.
+        const layer_offsets& lo = layer_off[l];
         const layer_offsets* after = o_proj ? &lo : l + 1 < layer_off.size() ? &layer_off[l + 1] : nullptr;
-        if (!next || !after) continue;
-        const std::uint64_t norm_w = o_proj ? after->post_norm : after->input_norm;
-        if (half)
-          k::add_rms_norm(x.as<float>(), k::residual_parts{gate_up.as<float>(), parts, rows * c.hidden},
-                          w_at<fp16>(norm_w), h.as<fp16>(), rows, c.hidden, eps, dev.stream());
-        else
-          k::add_rms_norm(x.as<float>(), k::residual_parts{gate_up.as<float>(), parts, rows * c.hidden},
-                          w_at<bf16>(norm_w), h.as<bf16>(), rows, c.hidden, eps, dev.stream());
-        matmul(*next, next->chosen.algo, 1.0f, weights.as<unsigned char>() + (o_proj ? after->wgu : after->wqkv),
-               h.data(), 0.0f, next_out);
+        const A* norm_w = !after ? nullptr : w_at<A>(o_proj ? after->post_norm : after->input_norm);
+        residual_product<A>(nullptr, name, "", matrix_16bit(lo.*weight), kk, in, rows, parts, 0, norm_w, &algo);
+        if (next && after)
+          matmul(*next, next->chosen.algo, 1.0f, weights.as<unsigned char>() + (o_proj ? after->wgu : after->wqkv),
+                 h.data(), 0.0f, next_out);
       }
     });
   }
 
   // x[n][hidden] += in[n][kk] W^T in `parts` (> 1) as split_parts says, then h = rms_norm(x,
-  // norm_w) (nullptr: the add alone), the add and norm in `norm_scope`.
+  // norm_w) (nullptr: the add alone), the add and norm in `norm_scope`. `algo`: the plan's unless
+  // given (pair_trial's candidates).
   template <class A>
   void residual_product(stage_recorder* rec, std::string_view product_scope, std::string_view norm_scope,
-                        const matrix& w, std::int64_t kk, const A* in,
-                        std::int64_t n, int parts, double product_bytes, const A* norm_w) {
+                        const matrix& w, std::int64_t kk, const A* in, std::int64_t n, int parts,
+                        double product_bytes, const A* norm_w, const cublasLtMatmulAlgo_t* algo = nullptr) {
     gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
     {
       stage st(rec, product_scope);
       st.read(product_bytes);
-      matmul(p, p.chosen.algo, 1.0f, w.w, in, 0.0f, gate_up.data());
+      matmul(p, algo ? *algo : p.chosen.algo, 1.0f, w.w, in, 0.0f, gate_up.data());
     }
     stage st(rec, norm_scope);
     if (norm_w) st.read(2.0 * static_cast<double>(c.hidden));
@@ -1145,10 +1155,10 @@ struct cuda_engine::impl {
     if (auto it = graphs.find(rows); it != graphs.end()) return it->second;
     // Plans first (for the products cuBLASLt runs), their algorithms by product_trial: the capture
     // then records launches only. A product: its weights (every layer's member, or the LM head),
-    // what it reads (fp8 products: the quantised activations), where the trial writes (o_proj and
-    // down add into x: the gate/up scratch instead, free while they run, with their beta of 1).
-    // The products that add into x come last: where they run in parts, their trial times each
-    // candidate with the add, the next norm and the product after them (pair_trial).
+    // what it reads and where it writes; those that add into x (o_proj, down) come last: where they
+    // run in parts, their trial times each candidate with the add, the next norm and the product
+    // after them (pair_trial). The trials write the step's scratch, x and the logits, which a step
+    // writes before it reads them.
     struct product {
       const char* name;
       std::uint64_t layer_offsets::*w;  // nullptr: the LM head
@@ -1163,30 +1173,40 @@ struct cuda_engine::impl {
         {"qkv", &layer_offsets::wqkv, &layer_offsets::sqkv, qkv_width, c.hidden, false, h.data(), qkv.data(), false},
         {"gate_up", &layer_offsets::wgu, &layer_offsets::sgu, 2 * c.intermediate, c.hidden, false, h.data(), gate_up.data(), false},
         {"lm_head", nullptr, nullptr, c.vocab, c.hidden, true, h.data(), logits.data(), false},
-        {"o_proj", &layer_offsets::wo, &layer_offsets::so, c.hidden, c.q_dim(), true, attn.data(), gate_up.data(), true},
-        {"down", &layer_offsets::wdown, &layer_offsets::sdown, c.hidden, c.intermediate, true, act.data(), gate_up.data(), true}};
+        {"o_proj", &layer_offsets::wo, &layer_offsets::so, c.hidden, c.q_dim(), true, attn.data(), x.data(), true},
+        {"down", &layer_offsets::wdown, &layer_offsets::sdown, c.hidden, c.intermediate, true, act.data(), x.data(), true}};
     const auto& l0 = layer_off.front();
+    // As forward() routes them: where the fused gate/up + SwiGLU kernel runs (ITERA_LLM_FUSED_GATE_UP
+    // at or below these rows), cuBLASLt runs no gate/up and down is not split.
+    const bool fused_gate_up = fuse_gate_up(rows, projection(l0.wgu, l0.sgu));
     for (const product& pr : products) {
       const matrix w = pr.w ? projection(l0.*pr.w, l0.*pr.scales) : lm_head();
-      if (small(rows, pr.kk, w, pr.in)) continue;
+      if (small(rows, pr.kk, w, pr.in) || (fused_gate_up && pr.w == &layer_offsets::wgu)) continue;
       prepare_plans(pr.m, rows, pr.kk, pr.fp32, w);
-      const auto weight = [&](std::size_t l) { return pr.w ? projection(layer_off[l].*pr.w, layer_off[l].*pr.scales).w : w.w; };
-      const double bytes = static_cast<double>(pr.m * pr.kk) * (w.scales ? 1.0 : 2.0);
-      const std::size_t count = pr.w ? trial_layers(bytes) : 1;
-      const int parts = pr.adds ? split_parts(rows, pr.kk, w, pr.in) : 1;
+      const bool down = pr.w == &layer_offsets::wdown;
+      const int parts = pr.adds && !(down && fused_gate_up) ? split_parts(rows, pr.kk, w, pr.in) : 1;
       if (parts > 1) {
-        if (split_trial_on) pair_trial(pr.name, rows, parts, pr.w, pr.kk, pr.in);
+        if (!split_trial_on) continue;
+        const bool next_by_cublas = down ? !small(rows, c.hidden, matrix_16bit(l0.wqkv), h.data())
+                                         : !fused_gate_up && !small(rows, c.hidden, matrix_16bit(l0.wgu), h.data());
+        if (half)
+          pair_trial<fp16>(pr.name, rows, parts, pr.w, pr.kk, static_cast<const fp16*>(pr.in), next_by_cublas);
+        else
+          pair_trial<bf16>(pr.name, rows, parts, pr.w, pr.kk, static_cast<const bf16*>(pr.in), next_by_cublas);
         continue;
       }
       if (!product_trial_on || (w.scales && !fp8_mma)) continue;  // (dequantised: a plan per slice)
-      if (pr.adds && gate_up.bytes() < static_cast<std::uint64_t>(rows * pr.m) * 4)
-        throw std::logic_error(cat("llm cuda engine: the gate/up scratch cannot hold ", rows, " x ", pr.m, " fp32 sums"));
-      // fp8 products sum apart with beta 0 (gemm), 16-bit ones that add with beta 1.
+      // As gemm() runs them: fp8 products on the quantised activations, those that add into x with
+      // their sums apart (beta 0); 16-bit ones that add into x with beta 1.
+      const double bytes = static_cast<double>(pr.m * pr.kk) * (w.scales ? 1.0 : 2.0);
+      const std::size_t count = pr.w ? trial_layers(bytes) : 1;
       gemm_plan& p = plan_for(pr.m, rows, pr.kk, pr.fp32, w.scales != nullptr);
       const void* in = w.scales ? act_codes.data() : pr.in;
+      void* out = pr.adds && w.scales ? sums_scratch(rows, pr.m) : pr.out;
       const float beta = pr.adds && !w.scales ? 1.0f : 0.0f;
+      const auto weight = [&](std::size_t l) { return pr.w ? projection(layer_off[l].*pr.w, layer_off[l].*pr.scales).w : w.w; };
       product_trial(pr.name, p, [&](const cublasLtMatmulAlgo_t& algo) {
-        for (std::size_t l = 0; l < count; ++l) matmul(p, algo, 1.0f, weight(l), in, beta, pr.out);
+        for (std::size_t l = 0; l < count; ++l) matmul(p, algo, 1.0f, weight(l), in, beta, out);
       });
     }
     // The fused norm's grid size (and the fp8 products' on tensor cores), asked here rather than
@@ -1456,13 +1476,19 @@ void cuda_engine::prefill_staged(std::int64_t first, std::int64_t count, std::in
   m->last_prefill_count = count;
 }
 
-void cuda_engine::decode(std::int64_t rows) { m->decode(rows); }
+void cuda_engine::decode(std::int64_t rows) {
+  m->decode(rows);
+  m->last_prefill_count = 0;  // the logits are the step's now
+}
 
 void cuda_engine::prepare_decode(std::int64_t rows) {
   if (rows < 1 || rows > m->o.batch)
     throw usage_error(cat("llm cuda engine: prepare_decode(", rows, ") outside 1..", m->o.batch));
+  if (!resident())
+    throw std::logic_error("llm cuda engine: prepare_decode on an offloaded engine (restore() and write the weights back first)");
   m->dev.make_current();
   (void)m->capture(rows);
+  m->last_prefill_count = 0;  // the trials wrote the logits
 }
 
 void cuda_engine::release(std::int64_t slot) {

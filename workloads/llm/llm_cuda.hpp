@@ -200,7 +200,8 @@ class cuda_engine final : public engine {
                              stage_recorder* recorder = nullptr);
 
   // After prefill_staged(first, count, ...): the fp32 logits of those sequences' last positions,
-  // [count x vocab] (waits for the stream).
+  // [count x vocab] (waits for the stream). usage_error after a decode or prepare_decode since,
+  // which write the logits over.
   std::vector<float> read_prefill_logits(std::int64_t count);
 
   // One token per sequence from the host: returns [batch x vocab] fp32 logits; the argmax ids

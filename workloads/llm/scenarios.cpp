@@ -187,6 +187,14 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
   st.add_metric("work/output_tokens", static_cast<double>(plan.output_tokens), "tokens");
   if (e2e) st.set_detail("files.generations", generations_path.string());
 
+  // Each wave's decode readied before timing (graph capture, product trials), as the harness's
+  // warm-up repetition would, so that none lands in a timed one when no warm-up is asked for.
+  const auto wave_rows = static_cast<std::int64_t>(std::min<std::size_t>(reqs.size(), static_cast<std::size_t>(c.batch)));
+  eng.prepare_decode(wave_rows);
+  if (const auto tail = static_cast<std::int64_t>(reqs.size() % static_cast<std::size_t>(c.batch)); tail > 0)
+    eng.prepare_decode(tail);
+  eng.synchronize();
+
   auto& rec = st.stages();
   if (!e2e) {
     // Compute-only: the ids are on the device before timing; nothing crosses inside a repetition.
@@ -290,8 +298,7 @@ void run_serving(case_state& st, engine& eng, const llm_case& c) {
   // The batch of a step is the highest busy slot + 1, any of 1..slots() as requests come and go:
   // each row count's first step would otherwise pay its setup (a CUDA graph's capture, ~40 ms of
   // product trials at 5-64 rows) inside the run, in the latencies of the requests in flight.
-  if (!single)
-    for (std::int64_t rows = 1; rows <= eng.slots(); ++rows) eng.prepare_decode(rows);
+  for (std::int64_t rows = 1; rows <= eng.slots(); ++rows) eng.prepare_decode(rows);
   eng.synchronize();
 
   const auto t0 = std::chrono::steady_clock::now();
