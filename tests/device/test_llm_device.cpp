@@ -268,15 +268,20 @@ std::vector<std::vector<std::int32_t>> serve_schedule(engine& eng) {
   return out;
 }
 
-TEST_F(llm_cuda, slots_serve_like_the_cpu_engine) {
-  const model_config c = preset("tiny");
-  const model_weights w = random_weights(c, dtype::bf16, 20240611);
+// An engine for serve_schedule: `batch` slots of 40 tokens, prompts of up to 16, one a prefill.
+engine_options serving_options(std::int64_t batch) {
   engine_options o;
-  o.batch = 3;
+  o.batch = batch;
   o.max_context = 40;
   o.max_prompt = 16;
   o.prefill_batch = 1;
-  cuda_engine gpu(*m_dev, w, o);
+  return o;
+}
+
+TEST_F(llm_cuda, slots_serve_like_the_cpu_engine) {
+  const model_config c = preset("tiny");
+  const model_weights w = random_weights(c, dtype::bf16, 20240611);
+  cuda_engine gpu(*m_dev, w, serving_options(3));
   cpu_engine_options co;
   co.slots = 3;
   co.max_context = 40;
@@ -307,11 +312,7 @@ TEST_F(llm_cuda, prepared_decode_graphs_serve_the_same_tokens) {
   const itera::test::override_scope<bool, &override_product_trial> product_trial(false);
   const model_config c = preset("tiny");
   const model_weights w = random_weights(c, dtype::bf16, 20240611);
-  engine_options o;
-  o.batch = 6;
-  o.max_context = 40;
-  o.max_prompt = 16;
-  o.prefill_batch = 1;
+  const engine_options o = serving_options(6);
   cuda_engine prepared(*m_dev, w, o), lazy(*m_dev, w, o);
   EXPECT_THROW(prepared.prepare_decode(0), itera::usage_error);
   EXPECT_THROW(prepared.prepare_decode(7), itera::usage_error);
