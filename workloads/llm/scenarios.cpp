@@ -296,8 +296,8 @@ void run_serving(case_state& st, engine& eng, const llm_case& c) {
     eng.release(0);
   }
   // The batch of a step is the highest busy slot + 1, any of 1..slots() as requests come and go:
-  // each row count's first step would otherwise pay its setup (a CUDA graph's capture, ~40 ms of
-  // product trials at 5-64 rows) inside the run, in the latencies of the requests in flight.
+  // each row count's first step would otherwise pay its setup (a CUDA graph's capture and its
+  // product trials) inside the run, in the latencies of the requests in flight.
   for (std::int64_t rows = 1; rows <= eng.slots(); ++rows) eng.prepare_decode(rows);
   eng.synchronize();
 
