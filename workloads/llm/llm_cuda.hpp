@@ -102,9 +102,10 @@ struct fused_product_check {
 // way (std::nullopt: the environment's choice again).
 void override_split_residual(std::optional<bool> on);
 // Whether engines made from now on pick those split products' algorithm by a trial before a decode
-// graph's capture (the fastest of cuBLASLt's first eight over the layers' weights; eager passes
-// keep the first): on unless ITERA_LLM_SPLIT_TRIAL=0. A test comparing a graph's tokens with eager
-// steps' pins it off, so that both run the same algorithm.
+// graph's capture (the fastest of cuBLASLt's first eight, each timed over some layers' weights with
+// the add, the next norm and the next product after it; eager passes keep what the plan holds):
+// on unless ITERA_LLM_SPLIT_TRIAL=0. A test comparing a graph's tokens with eager steps' pins it
+// off, so that both run the same algorithm.
 void override_split_trial(std::optional<bool> on);
 // The same for the other products cuBLASLt runs in a decode graph (qkv, gate/up, the LM head, and
 // o_proj and down where they are not split): on unless ITERA_LLM_PRODUCT_TRIAL=0.
