@@ -49,8 +49,9 @@ constexpr int decode_warps = 4;
 constexpr int decode_threads = decode_warps * 32;
 constexpr int tile_keys = 16;
 constexpr int stages = 3;
-// The most blocks one row's keys are split over (a portable cluster size).
-constexpr int max_splits = max_decode_splits;
+// The most blocks one row's keys are split over (a portable cluster size); unreferenced where the
+// cluster code compiles out (sm_80/89 in a release build: nvcc's warning 177 without the attribute).
+[[maybe_unused]] constexpr int max_splits = max_decode_splits;
 
 // Shared memory of decode_attention_kernel<HD, MG, C>, in bytes, every part 16-byte aligned:
 //   q      fp32 [MG][2][HD/2 + 4]      (the two halves of a head apart by 4 banks)
