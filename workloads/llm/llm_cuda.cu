@@ -52,6 +52,7 @@
 #include "workloads/gemm/numeric.hpp"
 #include "workloads/llm/llm_cpu.hpp"
 #include "workloads/llm/memory_plan.hpp"
+#include "workloads/llm/product_trial_rules.hpp"
 
 namespace itera::llm {
 namespace {
@@ -739,19 +740,13 @@ struct cuda_engine::impl {
     return takes && !small(n, kk, w, in) ? residual_split : 1;
   }
 
-  // How many layers a trial times a candidate over, for products of `layer_bytes` a layer: enough
-  // that their weights are four times the L2 (so that they stream from DRAM, as in a step), at
-  // least two, at most every layer (llama-3.1-8b on the H200's 60 MB: gate/up 2 of its 32 layers,
-  // down 3, qkv 5, o_proj 8, the pair trials 2). Every layer took ~8 s of trials before a batch-64
-  // server run's 64 graphs.
+  // How many layers a trial times a candidate over (product_trial_rules.hpp);
   // ITERA_LLM_TRIAL_LAYERS=n sets it (measurements).
   std::size_t trial_layers(double layer_bytes) const {
     static const std::int64_t forced =
         itera::kernels::env_count("ITERA_LLM_TRIAL_LAYERS", 0, "0 (by the L2) or the layers a trial times");
-    const auto all = static_cast<std::int64_t>(layer_off.size());
-    const std::int64_t want =
-        forced > 0 ? forced : static_cast<std::int64_t>(std::ceil(4.0 * static_cast<double>(l2_bytes) / layer_bytes));
-    return static_cast<std::size_t>(std::clamp<std::int64_t>(want, std::min<std::int64_t>(2, all), all));
+    return static_cast<std::size_t>(
+        trial_layer_count(l2_bytes, layer_bytes, static_cast<std::int64_t>(layer_off.size()), forced));
   }
 
   // A decode graph's product algorithm: the fastest of the heuristic's first eight
