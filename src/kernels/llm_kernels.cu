@@ -1466,19 +1466,27 @@ void embed(const std::int32_t* tokens, const A* table, float* x, std::int64_t ro
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// rms_norm_kernel's threads a row: 512 while the rows fit the SMs at four blocks each; past that
+// 256, eight rows an SM at a time. H200, llama-3.1-8b: each of a 2048-token prefill's two norm
+// stages 0.69 -> 0.45 ms a pass (two waves, not four); at 64 rows 256 threads took 106 us a step
+// against 88 (docs/perf/2026-11-30-stream-gemm.md).
+unsigned rms_threads_for(std::int64_t rows) {
+  return rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
+}
+
+}  // namespace
+
 template <class A>
 void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const A* weight, A* out,
               std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream) {
-  const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
   const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
-  // 512 threads a row while the rows fit the SMs at four blocks each; past that 256, eight rows an
-  // SM at a time. H200, llama-3.1-8b: each of a 2048-token prefill's two norm stages 0.69 -> 0.45
-  // ms a pass (two waves, not four); at 64 rows 256 threads took 106 us a step against 88
-  // (docs/perf/2026-11-30-stream-gemm.md).
-  const unsigned threads = rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
-  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), threads, 0, stream, x, in_stride, in_offset, weight, out,
-         hidden, eps, vec, residual_parts{});
+  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads_for(rows), 0, stream, x, in_stride, in_offset,
+         weight, out, hidden, eps, vec, residual_parts{});
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -1488,11 +1496,9 @@ void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::
   if (parts.count < 1 || !parts.sums || parts.stride < rows * hidden)
     throw std::invalid_argument(itera::cuda::cat("add_rms_norm: ", parts.count, " parts of ", parts.stride,
                                                  " floats apart cannot hold ", rows, " rows of ", hidden));
-  const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const bool vec = hidden % 4 == 0 && parts.stride % 4 == 0 && aligned16(x) && aligned16(parts.sums) &&
                    (!weight || (aligned16(weight) && aligned16(out)));
-  const unsigned threads = rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
-  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), threads, 0, stream, static_cast<const float*>(x),
+  launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads_for(rows), 0, stream, static_cast<const float*>(x),
          std::int64_t{1}, std::int64_t{0}, weight, out, hidden, eps, vec, parts);
   ITERA_CUDA_CHECK_LAUNCH();
 }
@@ -1506,12 +1512,11 @@ void launch_bias_rope_store(A* qkv, const A* bias, const float* inv_freq, const 
   // Four rotations per thread from 8 rows on: measured on the H200 (llama-3.1-8b decode step), at
   // batch 64 the RoPE stage took 82 us a step against 109; at batch 1 57 against 53 (a quarter of
   // the threads, each with four sincosf in a row, on a step that is all latency).
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   C* kc = static_cast<C*>(k_cache);
   C* vc = static_cast<C*>(v_cache);
   const bool narrow_row = (s.heads + 2 * s.kv_heads) * s.head_dim < (std::int64_t{1} << 31);  // 32-bit columns
-  if (rows >= 8 && s.head_dim % 8 == 0 && s.head_dim <= 2 * rope_max_half && narrow_row && aligned(qkv) &&
-      aligned(k_cache) && aligned(v_cache) && aligned(inv_freq) && (!bias || aligned(bias))) {
+  if (rows >= 8 && s.head_dim % 8 == 0 && s.head_dim <= 2 * rope_max_half && narrow_row && aligned16(qkv) &&
+      aligned16(k_cache) && aligned16(v_cache) && aligned16(inv_freq) && (!bias || aligned16(bias))) {
     const std::int64_t items = (s.heads + s.kv_heads) * (s.head_dim / 8) + s.kv_heads * s.head_dim / 8;
     const dim3 grid(static_cast<unsigned>(rows), std::clamp<unsigned>(blocks_for(static_cast<std::uint64_t>(items)), 1, 64));
     launch(bias_rope_store_vec_kernel<A, C, keep_rows>, grid, block_threads, 0, stream, qkv, bias, inv_freq, start, s,
@@ -1601,8 +1606,7 @@ void attention(const A* qkv, const void* k_cache, const void* v_cache, const std
 
 template <class A>
 void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermediate, cudaStream_t stream) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (intermediate % 8 == 0 && aligned(gate_up) && aligned(act)) {
+  if (intermediate % 8 == 0 && aligned16(gate_up) && aligned16(act)) {
     const std::int64_t words = intermediate / 8;
     const dim3 grid(blocks_for(static_cast<std::uint64_t>(words)),
                     static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
@@ -1638,9 +1642,8 @@ void argmax(const float* logits, std::int64_t in_stride, std::int64_t in_offset,
 }
 
 bool gemv_supported(std::int64_t tokens, std::int64_t in, const void* w, const void* x, bool fp8) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   return tokens >= 1 && tokens <= gemv_max_tokens && in > 0 && in % (fp8 ? 16 : 8) == 0 && in / 8 <= INT32_MAX &&
-         aligned(w) && aligned(x);
+         aligned16(w) && aligned16(x);
 }
 
 namespace {

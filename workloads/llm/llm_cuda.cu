@@ -713,13 +713,34 @@ struct cuda_engine::impl {
       k::gemv_swiglu(w.w, w.scales, c.hidden, c.intermediate, gate_up.as<A>(), n, x.data(), true, 1.0f, s);
       return;
     }
-    {
-      stage st(rec, "swiglu");
-      k::swiglu(gate_up.as<A>(), act.as<A>(), n, c.intermediate, s);
-    }
+    swiglu_rows<A>(rec, n);
     stage st(rec, "down");
     st.read(product_bytes);
     gemm(w, c.hidden, c.intermediate, act.as<A>(), n, x.data(), true, 1.0f);
+  }
+
+  // act[n][intermediate] = swiglu(gate_up), in the "swiglu" scope.
+  template <class A>
+  void swiglu_rows(stage_recorder* rec, std::int64_t n) {
+    stage st(rec, "swiglu");
+    k::swiglu(gate_up.as<A>(), act.as<A>(), n, c.intermediate, dev.stream());
+  }
+
+  // How a pass of n rows runs a layer's products, for forward() and capture() alike (the same for
+  // every layer: their weights share type and alignment): whether the fused gate/up + SwiGLU
+  // kernel runs (then down is not split), and the parts o_proj and down run in (1: not split).
+  struct layer_route {
+    bool fused_gate_up = false;
+    int o_parts = 1, down_parts = 1;
+  };
+  layer_route route(std::int64_t n) const {
+    const layer_offsets& l0 = layer_off.front();
+    const matrix wdown = projection(l0.wdown, l0.sdown);
+    layer_route r;
+    r.fused_gate_up = fuse_gate_up(n, projection(l0.wgu, l0.sgu));
+    r.o_parts = split_parts(n, c.q_dim(), projection(l0.wo, l0.so), attn.data());
+    r.down_parts = r.fused_gate_up || fuse_swiglu(n, wdown) ? 1 : split_parts(n, c.intermediate, wdown, act.data());
+    return r;
   }
 
   // The products that add into the residual (o_proj, down) at n rows, as split products: the k
@@ -774,8 +795,8 @@ struct cuda_engine::impl {
     cuda::cuda_event_timer timer(dev.stream(), "product trial");
     std::vector<algorithm> all{p.chosen};
     all.insert(all.end(), p.candidates.begin(), p.candidates.end());
-    static const std::int64_t passes =
-        itera::kernels::env_count("ITERA_LLM_TRIAL_PASSES", 1, "timed passes per candidate, the fastest kept (1-16)");
+    static const std::int64_t passes = std::clamp<std::int64_t>(
+        itera::kernels::env_count("ITERA_LLM_TRIAL_PASSES", 1, "timed passes per candidate, the fastest kept (1-16)"), 1, 16);
     static const bool log = std::getenv("ITERA_LLM_TRIAL_LOG") != nullptr;
     std::string line;
     double best = -1;
@@ -783,7 +804,7 @@ struct cuda_engine::impl {
     for (std::size_t i = 0; i < all.size(); ++i) {
       run_all(all[i].algo);  // warm-up
       double ms = -1;
-      for (std::int64_t pass = 0; pass < std::clamp<std::int64_t>(passes, 1, 16); ++pass) {
+      for (std::int64_t pass = 0; pass < passes; ++pass) {
         timer.start();
         run_all(all[i].algo);
         timer.stop();
@@ -959,6 +980,7 @@ struct cuda_engine::impl {
     // h holds rms_norm(x) with this layer's input norm already: the previous layer's down ran in
     // parts (residual_product) and normalised its sum.
     bool h_normed = false;
+    const layer_route way = route(rows);
     for (std::int64_t l = 0; !whole_step && l < c.layers; ++l) {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
       const bool last = l + 1 == c.layers;
@@ -988,10 +1010,9 @@ struct cuda_engine::impl {
                        attention_scale, attn.as<A>(), s);
         }
         const matrix wo = projection(lo.wo, lo.so);
-        const int o_parts = split_parts(rows, c.q_dim(), wo, attn.data());
-        if (o_parts > 1) {
+        if (way.o_parts > 1) {
           residual_product<A>(rec, "o_proj", "residual_norm", wo, c.q_dim(), attn.as<A>(), rows,
-                              o_parts, pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm));
+                              way.o_parts, pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm));
           post_normed = true;
         } else {
           stage st(rec, "o_proj");
@@ -1002,7 +1023,7 @@ struct cuda_engine::impl {
       stage block(rec, "mlp_block");
       const matrix wgu = projection(lo.wgu, lo.sgu), wdown = projection(lo.wdown, lo.sdown);
       h_normed = false;
-      if (fuse_gate_up(rows, wgu)) {
+      if (way.fused_gate_up) {
         if (!post_normed) norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows);
         {
           stage st(rec, "gate_up");
@@ -1015,16 +1036,12 @@ struct cuda_engine::impl {
       } else {
         norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
                      pbytes(2 * inter, hidden), gate_up.data(), false, post_normed);
-        const int down_parts = fuse_swiglu(rows, wdown) ? 1 : split_parts(rows, inter, wdown, act.data());
-        if (down_parts > 1) {
-          {
-            stage st(rec, "swiglu");
-            k::swiglu(gate_up.as<A>(), act.as<A>(), rows, inter, s);
-          }
+        if (way.down_parts > 1) {
+          swiglu_rows<A>(rec, rows);
           // The next layer's input norm here (the LM head's final norm stays with it).
           const A* next_norm = last ? nullptr : w_at<A>(layer_off[static_cast<std::size_t>(l + 1)].input_norm);
           residual_product<A>(rec, "down", "residual_norm", wdown, inter, act.as<A>(), rows,
-                              down_parts, pbytes(hidden, inter), next_norm);
+                              way.down_parts, pbytes(hidden, inter), next_norm);
           h_normed = !last;
         } else {
           swiglu_down<A>(rec, rows, wdown, pbytes(hidden, inter));
@@ -1171,19 +1188,17 @@ struct cuda_engine::impl {
         {"o_proj", &layer_offsets::wo, &layer_offsets::so, c.hidden, c.q_dim(), true, attn.data(), x.data(), true},
         {"down", &layer_offsets::wdown, &layer_offsets::sdown, c.hidden, c.intermediate, true, act.data(), x.data(), true}};
     const auto& l0 = layer_off.front();
-    // As forward() routes them: where the fused gate/up + SwiGLU kernel runs (ITERA_LLM_FUSED_GATE_UP
-    // at or below these rows), cuBLASLt runs no gate/up and down is not split.
-    const bool fused_gate_up = fuse_gate_up(rows, projection(l0.wgu, l0.sgu));
+    const layer_route way = route(rows);  // as forward() runs them
     for (const product& pr : products) {
       const matrix w = pr.w ? projection(l0.*pr.w, l0.*pr.scales) : lm_head();
-      if (small(rows, pr.kk, w, pr.in) || (fused_gate_up && pr.w == &layer_offsets::wgu)) continue;
+      if (small(rows, pr.kk, w, pr.in) || (way.fused_gate_up && pr.w == &layer_offsets::wgu)) continue;
       prepare_plans(pr.m, rows, pr.kk, pr.fp32, w);
       const bool down = pr.w == &layer_offsets::wdown;
-      const int parts = pr.adds && !(down && fused_gate_up) ? split_parts(rows, pr.kk, w, pr.in) : 1;
+      const int parts = down ? way.down_parts : pr.w == &layer_offsets::wo ? way.o_parts : 1;
       if (parts > 1) {
         if (!split_trial_on) continue;
         const bool next_by_cublas = down ? !small(rows, c.hidden, matrix_16bit(l0.wqkv), h.data())
-                                         : !fused_gate_up && !small(rows, c.hidden, matrix_16bit(l0.wgu), h.data());
+                                         : !way.fused_gate_up && !small(rows, c.hidden, matrix_16bit(l0.wgu), h.data());
         if (half)
           pair_trial<fp16>(pr.name, rows, parts, pr.w, pr.kk, static_cast<const fp16*>(pr.in), next_by_cublas);
         else
