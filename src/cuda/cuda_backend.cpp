@@ -142,6 +142,20 @@ device_buffer cuda_backend::allocate(std::size_t bytes) {
   return device_buffer(bytes, &m_memory);
 }
 
+void cuda_backend::upload(void* dst, const void* src, std::size_t bytes) const {
+  if (bytes == 0) return;
+  make_current();
+  ITERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, m_stream));
+  ITERA_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+}
+
+void cuda_backend::fill(void* dst, int byte, std::size_t bytes) const {
+  if (bytes == 0) return;
+  make_current();
+  ITERA_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, m_stream));
+  ITERA_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+}
+
 device_buffer cuda_backend::allocate_evictable(std::size_t bytes) {
   make_current();
   return device_buffer(bytes, &m_memory, evictable);

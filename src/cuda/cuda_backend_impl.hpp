@@ -46,6 +46,13 @@ class cuda_backend final : public backend {
   int compute_capability_x10() const { return m_properties.major * 10 + m_properties.minor; }
   // Device memory counted by this backend's tracker. Makes the device current first.
   device_buffer allocate(std::size_t bytes);
+  // Host bytes into device memory, and device memory set to a byte, in this backend's stream order,
+  // returning when done. The stream is non-blocking: a plain cudaMemcpy or cudaMemset runs on the
+  // legacy stream, which the kernels on this one do not wait for, and a cudaMemcpy from pageable
+  // memory returns before its DMA has finished (a prefill read its weights half uploaded:
+  // docs/perf/2026-12-01-prefetch-windows.md).
+  void upload(void* dst, const void* src, std::size_t bytes) const;
+  void fill(void* dst, int byte, std::size_t bytes) const;
   // The same as an evictable buffer (memory.hpp): its physical memory can be given back and mapped
   // again at the same address.
   device_buffer allocate_evictable(std::size_t bytes);

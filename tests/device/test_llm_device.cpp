@@ -41,6 +41,7 @@
 #include <cuda_runtime_api.h>
 
 #include "itera/cuda/cuda_backend.hpp"
+#include "src/cuda/cuda_backend_impl.hpp"
 #include "tests/support/cuda_test.hpp"
 #include "tests/support/numeric_error.hpp"
 #include "tests/support/token_ids.hpp"
@@ -345,7 +346,7 @@ TEST_F(llm_cuda, image_rows_given_as_inputs_match_the_cpu_engine) {
   for (auto& v : values) v = itera::gemm::numeric::float_to_bf16(normal(rng));
   void* on_device = nullptr;
   ASSERT_EQ(cudaMalloc(&on_device, values.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(on_device, values.data(), values.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  itera::cuda::as_cuda(*m_dev).upload(on_device, values.data(), values.size() * 2);  // the engine's stream order
 
   const auto run = [&](engine& e, const embedding_rows* rows) {
     e.stage_prompts(ctx.ids);

@@ -2,7 +2,8 @@
 // unfused pairs they replace (rms_norm + gemv, swiglu + gemv) on random data, 1-4 tokens, 16-bit
 // and fp8 weights, in both compute types (bf16, fp16: the kernels' two instances); then the engine
 // at batch 1, where every fused path runs, against the cpu reference, with the stage scopes the
-// fusion leaves.
+// fusion leaves; and an engine's first prefill over device memory an earlier one left (filled
+// with NaN), against the reference.
 //
 // Tolerances (normalised error ||fused - unfused|| / ||unfused||, per case).
 // - rms_norm: the fused kernel rounds each normalised element as rms_norm does but adds the sum of
@@ -48,6 +49,8 @@
 #include "workloads/llm/weights.hpp"
 
 #if ITERA_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "itera/cuda/cuda_backend.hpp"
 #include "src/kernels/llm_kernels.cuh"
 #include "tests/support/cuda_test.hpp"
@@ -59,6 +62,9 @@ namespace {
 #if !ITERA_WITH_CUDA
 
 TEST(llm_fused_gemv, matches_unfused_pairs) { GTEST_SKIP() << "built without the cuda backend"; }
+TEST(llm_fused_gemv, first_prefill_over_used_memory_matches_cpu_reference) {
+  GTEST_SKIP() << "built without the cuda backend";
+}
 
 #else
 
@@ -399,6 +405,65 @@ TEST_F(llm_fused_gemv, engine_batch_1_decode_matches_cpu_reference) {
     EXPECT_DOUBLE_EQ(find("lm_head_block/lm_head")->bytes_read, 2.0 * static_cast<double>(c.vocab) * hidden + 2.0 * hidden);
     ASSERT_NE(find("mlp_block/down"), stages.end());
   }
+}
+
+// Every free byte of the device set to 0xff (NaN in fp32, bf16, fp16 and e4m3) and given back, so
+// that the next allocations hold what an earlier engine could have left. Returns the GiB filled.
+std::size_t fill_free_device_memory() {
+  std::vector<void*> chunks;
+  constexpr std::size_t chunk = std::size_t{1} << 30;
+  for (;;) {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess || free < 3 * chunk) break;
+    void* p = nullptr;
+    if (cudaMalloc(&p, chunk) != cudaSuccess) break;
+    chunks.push_back(p);
+    if (cudaMemset(p, 0xff, chunk) != cudaSuccess) break;
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (void* p : chunks) EXPECT_EQ(cudaFree(p), cudaSuccess);
+  (void)cudaGetLastError();
+  return chunks.size();
+}
+
+// An engine's first prefill over memory an earlier engine used. The weights' upload ran on the
+// legacy stream (cudaMemcpy from pageable memory returns before its DMA ends) while the engine's
+// kernels run on the backend's non-blocking stream: the first prefill could read its weights half
+// uploaded. Found on the H200 after the llama-shape timing test; over memory filled as here the
+// code before the fix gave logits error 1 (zero logits) in 13 of 16 engines, bf16 and fp8 alike
+// (docs/perf/2026-12-01-prefetch-windows.md, run 11). Eight engines, each prefill's logits against
+// the cpu reference. Tolerances: 16-bit weights 2e-2 (engine_batch_1's; measured 0.0026); fp8
+// weights 5e-2, the 6-row prefill running on fp8 tensor cores with its activations rounded to e4m3
+// (3 mantissa bits; measured 0.0231 in every engine of run 11 with the fix).
+TEST_F(llm_fused_gemv, first_prefill_over_used_memory_matches_cpu_reference) {
+  const model_config c = preset("tiny");
+  constexpr std::int64_t prompt = 6;
+  const auto vocab = static_cast<std::ptrdiff_t>(c.vocab);
+  const model_weights host = random_weights(c, dtype::bf16, 4242);
+  const model_weights host_fp8 = random_weights(c, dtype::fp8_e4m3, 4242);  // the codes the engine makes
+  const std::vector<std::int32_t> ids = {11, 200, 37, 5, 129, 64};
+  for (int round = 0; round < 4; ++round)
+    for (const dtype weights : {dtype::bf16, dtype::fp8_e4m3}) {
+      SCOPED_TRACE(std::string(dtype_name(weights)) + " weights, round " + std::to_string(round));
+      const reference_model ref(weights == dtype::fp8_e4m3 ? host_fp8 : host);
+      auto seq = ref.new_sequence();
+      const auto all = ref.prefill(seq, ids);
+      const std::vector<float> want(all.end() - vocab, all.end());
+      ASSERT_GT(fill_free_device_memory(), 0u) << "no device memory to fill";
+      engine_options opts;
+      opts.batch = 1;
+      opts.max_context = prompt + 2;
+      opts.max_prompt = prompt;
+      opts.compute = dtype::bf16;
+      opts.kv = dtype::bf16;
+      opts.weights = weights;
+      cuda_engine eng(*m_dev, host, opts);
+      const auto got = eng.prefill(ids, prompt);
+      std::size_t not_finite = 0;
+      const double e = normalised_error(got, want, &not_finite);
+      EXPECT_EQ(not_finite, 0u);
+      EXPECT_LT(e, weights == dtype::fp8_e4m3 ? 5e-2 : 2e-2) << "prefill logits normalised error";
+    }
 }
 
 #endif

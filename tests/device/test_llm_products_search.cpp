@@ -108,10 +108,9 @@ product_operands operands_for(itera::cuda::cuda_backend& dev, const product_shap
   o.out = dev.allocate(out_floats * 4);
   const auto hw = bf16_values(static_cast<std::size_t>(sh.m * sh.k), seed, 0.02f);
   for (int c = 0; c < o.copies; ++c)
-    ITERA_CUDA_CHECK(cudaMemcpy(o.w.as<__nv_bfloat16>() + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(),
-                                o.w_bytes, cudaMemcpyHostToDevice));
+    dev.upload(o.w.as<__nv_bfloat16>() + static_cast<std::size_t>(c) * sh.m * sh.k, hw.data(), o.w_bytes);
   const auto hx = bf16_values(static_cast<std::size_t>(n * sh.k), seed + 1, 1.0f);
-  ITERA_CUDA_CHECK(cudaMemcpy(o.x.data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  dev.upload(o.x.data(), hx.data(), hx.size() * 2);
   return o;
 }
 

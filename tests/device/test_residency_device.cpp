@@ -58,8 +58,9 @@ class residency_device : public test::cuda_test {
 };
 
 // Restored memory may be the same physical pages with the old weights still in them: poison them,
-// so that only the store's copy can make the results right again.
-void poison(void* device, std::uint64_t bytes) { ASSERT_EQ(cudaMemset(device, 0xff, bytes), cudaSuccess); }
+// so that only the store's copy can make the results right again. In the backend's stream order: a
+// plain cudaMemset (the legacy stream) could land after the store's copy or the engine's kernels.
+void poison(backend& dev, void* device, std::uint64_t bytes) { cuda::as_cuda(dev).fill(device, 0xff, bytes); }
 
 std::vector<std::uint8_t> read_back(const cuda::device_buffer& b) {
   std::vector<std::uint8_t> out(b.bytes());
@@ -130,7 +131,7 @@ TEST_F(residency_device, vision_encoder_offloaded_and_restored_computes_the_same
     // The image tokens stay (the language model reads them after the encoder is gone).
     EXPECT_EQ(dev->memory_tracking().current(), mapped - m.weights - (m.activations - 3 * c.projector_tokens() * c.llm_hidden * 2));
     eng.restore();
-    poison(eng.weights_device(), eng.weights_bytes());
+    poison(*dev, eng.weights_device(), eng.weights_bytes());
     const auto r = store.load(eng.weights_device());
     EXPECT_EQ(r.bytes, eng.weights_bytes());
     if (kind == cuda::store_kind::disk) {
@@ -142,7 +143,7 @@ TEST_F(residency_device, vision_encoder_offloaded_and_restored_computes_the_same
     eng.capture(eng.upload_patches(patches, 3), 3);
     eng.offload();
     eng.restore();
-    poison(eng.weights_device(), eng.weights_bytes());
+    poison(*dev, eng.weights_device(), eng.weights_bytes());
     (void)store.load(eng.weights_device());
     (void)eng.upload_patches(patches, 3);  // the input buffer is evictable too: fill it again
     eng.run_graph();
@@ -152,7 +153,7 @@ TEST_F(residency_device, vision_encoder_offloaded_and_restored_computes_the_same
   // Without the store's copy the poisoned weights give other tokens: the check above can fail.
   eng.offload();
   eng.restore();
-  poison(eng.weights_device(), eng.weights_bytes());
+  poison(*dev, eng.weights_device(), eng.weights_bytes());
   (void)eng.project(eng.encode(eng.upload_patches(patches, 3), 3), 3);
   EXPECT_NE(eng.download_image_tokens(3).values, want);
 }
@@ -192,13 +193,13 @@ TEST_F(residency_device, language_model_offloaded_and_restored_generates_the_sam
     eng.offload();
     EXPECT_FALSE(eng.resident());
     eng.restore();
-    poison(eng.weights_device(), eng.weights_bytes());
+    poison(*dev, eng.weights_device(), eng.weights_bytes());
     (void)store.load(eng.weights_device());
     EXPECT_EQ(run(), want);
   }
   eng.offload();
   eng.restore();
-  poison(eng.weights_device(), eng.weights_bytes());
+  poison(*dev, eng.weights_device(), eng.weights_bytes());
   EXPECT_NE(run(), want) << "poisoned weights, no load: the tokens must differ";
   cuda_engine plain(*dev, c, 7, engine_options{.batch = 1, .max_context = 8});
   EXPECT_THROW(plain.offload(), std::logic_error);

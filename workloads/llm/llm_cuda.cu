@@ -297,10 +297,8 @@ struct cuda_engine::impl {
       throw case_skipped(cat("does not fit: ", e.what()));
     }
     const auto freq = rope_inv_freq(c);
-    ITERA_CUDA_CHECK(cudaMemcpy(inv_freq.data(), freq.data(), freq.size() * sizeof(float), cudaMemcpyHostToDevice));
-    ITERA_CUDA_CHECK(cudaMemset(lengths.data(), 0, lengths.bytes()));
-    ITERA_CUDA_CHECK(cudaMemset(prompt_ids.data(), 0, prompt_ids.bytes()));
-    ITERA_CUDA_CHECK(cudaMemset(next.data(), 0, next.bytes()));
+    dev.upload(inv_freq.data(), freq.data(), freq.size() * sizeof(float));
+    for (device_buffer* b : {&lengths, &prompt_ids, &next}) dev.fill(b->data(), 0, b->bytes());
     held.assign(static_cast<std::size_t>(o.batch), 0);
     busy.assign(static_cast<std::size_t>(o.batch), false);
     if (step_kernel) {
@@ -393,7 +391,7 @@ struct cuda_engine::impl {
         std::memcpy(dst + 2 * i, &bits, 2);
       }
     }
-    ITERA_CUDA_CHECK(cudaMemcpy(weights.data(), staging.data(), arena_bytes, cudaMemcpyHostToDevice));
+    dev.upload(weights.data(), staging.data(), arena_bytes);
   }
 
   void generate(std::uint64_t seed) {
@@ -912,8 +910,7 @@ struct cuda_engine::impl {
     }
     const auto same = [](const k::decode_layer& a, const k::decode_layer& b) { return std::memcmp(&a, &b, sizeof a) == 0; };
     if (std::equal(layers.begin(), layers.end(), step_layers_uploaded.begin(), step_layers_uploaded.end(), same)) return;
-    ITERA_CUDA_CHECK(cudaMemcpy(step_layers.data(), layers.data(), layers.size() * sizeof(k::decode_layer),
-                                cudaMemcpyHostToDevice));
+    dev.upload(step_layers.data(), layers.data(), layers.size() * sizeof(k::decode_layer));
     step_layers_uploaded = std::move(layers);
   }
 

@@ -193,8 +193,8 @@ gpu_preprocessor::gpu_preprocessor(backend& dev, const preprocess_config& config
   const std::vector<std::uint16_t> lut_bf16 = to_bf16(lut);
   m->lut = m->dev->allocate(lut.size() * sizeof(float));
   m->lut_bf16 = m->dev->allocate(lut_bf16.size() * sizeof(std::uint16_t));
-  ITERA_CUDA_CHECK(cudaMemcpy(m->lut.data(), lut.data(), lut.size() * sizeof(float), cudaMemcpyHostToDevice));
-  ITERA_CUDA_CHECK(cudaMemcpy(m->lut_bf16.data(), lut_bf16.data(), lut_bf16.size() * 2, cudaMemcpyHostToDevice));
+  m->dev->upload(m->lut.data(), lut.data(), lut.size() * sizeof(float));
+  m->dev->upload(m->lut_bf16.data(), lut_bf16.data(), lut_bf16.size() * 2);
 }
 
 gpu_preprocessor::~gpu_preprocessor() = default;

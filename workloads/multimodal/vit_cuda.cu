@@ -858,17 +858,17 @@ struct test_stream {
   device_buffer put_bf16(std::span<const float> v) {
     const auto bits = to_bf16_bits(v);
     device_buffer b = dev.allocate(std::max<std::size_t>(bits.size() * 2, 16));
-    ITERA_CUDA_CHECK(cudaMemcpy(b.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+    dev.upload(b.data(), bits.data(), bits.size() * 2);
     return b;
   }
   device_buffer put_f32(std::span<const float> v) {
     device_buffer b = dev.allocate(std::max<std::size_t>(v.size() * 4, 16));
-    ITERA_CUDA_CHECK(cudaMemcpy(b.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+    dev.upload(b.data(), v.data(), v.size() * 4);
     return b;
   }
   device_buffer poisoned(std::size_t bf16_values) {
     device_buffer b = dev.allocate(std::max<std::size_t>(bf16_values * 2, 16));
-    ITERA_CUDA_CHECK(cudaMemset(b.data(), 0xff, b.bytes()));  // NaN in bf16
+    dev.fill(b.data(), 0xff, b.bytes());  // NaN in bf16
     return b;
   }
   std::vector<float> get_bf16(const device_buffer& b, std::size_t count) {
