@@ -1126,7 +1126,13 @@ void prepare_decode_step(const decode_step_shape& s) {
       ITERA_CUDA_CHECK(cudaMemset(t.device, 0, marks * 8));  // mark 15 is only stamped by blocks with an item
       t.marks = marks;
     }
-    if (!t.tiles) ITERA_CUDA_CHECK(cudaMalloc(&t.tiles, (std::size_t{tile_trace_tiles} * 4 + max_traced_layers) * 8));
+    if (!t.tiles) {
+      const std::size_t bytes = (std::size_t{tile_trace_tiles} * 4 + max_traced_layers) * 8;
+      ITERA_CUDA_CHECK(cudaMalloc(&t.tiles, bytes));
+      ITERA_CUDA_CHECK(cudaMemset(t.tiles, 0, bytes));
+    }
+    // The memsets ran on the legacy stream; the step kernel runs on a non-blocking one.
+    ITERA_CUDA_CHECK(cudaDeviceSynchronize());
   }
   int per_sm = 0;
   ITERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, step_threads, plan.layout.bytes));

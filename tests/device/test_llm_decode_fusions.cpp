@@ -57,6 +57,7 @@ using trial_scope = itera::test::override_scope<bool, &override_split_trial>;
 using product_trial_scope = itera::test::override_scope<bool, &override_product_trial>;
 
 using itera::test::download;
+using itera::test::upload;
 
 // hidden 4096 and 8200 take the kernel's float4 path (8200 at 5 rows, 512 threads: two chunks past
 // the 2048 a block keeps in registers, read again), 1002 the scalar one; 2 and 3 parts; with the
@@ -64,13 +65,6 @@ using itera::test::download;
 TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
-  // Host values into a buffer in the backend's stream order: add_rms_norm runs on dev.stream(),
-  // which does not wait for a plain cudaMemcpy (the legacy stream).
-  const auto upload = [&dev](const auto& host) {
-    itera::cuda::device_buffer b(host.size() * sizeof(host[0]), nullptr);
-    dev.upload(b.data(), host.data(), b.bytes());
-    return b;
-  };
   constexpr std::int64_t rows = 5;
   constexpr float eps = 1e-5f;
   for (const std::int64_t hidden : {4096, 8200, 1002})
@@ -86,7 +80,9 @@ TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
         const std::vector<float> wf = itera::test::nonzero_uniform(static_cast<std::size_t>(hidden), 33, 1.5f);
         std::vector<__nv_bfloat16> weight(wf.size());
         for (std::size_t i = 0; i < wf.size(); ++i) weight[i] = __float2bfloat16(wf[i]);
-        const itera::cuda::device_buffer dx = upload(x), dsums = upload(sums), dw = upload(weight),
+        // In the backend's stream order: add_rms_norm runs on dev.stream(), which does not wait for
+        // the legacy stream.
+        const itera::cuda::device_buffer dx = upload(dev, x), dsums = upload(dev, sums), dw = upload(dev, weight),
                                          dout = dev.allocate(n * 2);
         dev.fill(dout.data(), 0xff, n * 2);  // NaN where unwritten
         k::add_rms_norm<__nv_bfloat16>(dx.as<float>(), k::residual_parts{dsums.as<float>(), parts, stride},

@@ -2,8 +2,8 @@
 // unfused pairs they replace (rms_norm + gemv, swiglu + gemv) on random data, 1-4 tokens, 16-bit
 // and fp8 weights, in both compute types (bf16, fp16: the kernels' two instances); then the engine
 // at batch 1, where every fused path runs, against the cpu reference, with the stage scopes the
-// fusion leaves; and an engine's first prefill over device memory an earlier one left (filled
-// with NaN), against the reference.
+// fusion leaves; and an engine's first prefill right after the device's free memory was all
+// allocated, filled and freed, against the reference.
 //
 // Tolerances (normalised error ||fused - unfused|| / ||unfused||, per case).
 // - rms_norm: the fused kernel rounds each normalised element as rms_norm does but adds the sum of
@@ -407,8 +407,8 @@ TEST_F(llm_fused_gemv, engine_batch_1_decode_matches_cpu_reference) {
   }
 }
 
-// Every free byte of the device set to 0xff (NaN in fp32, bf16, fp16 and e4m3) and given back, so
-// that the next allocations hold what an earlier engine could have left. Returns the GiB filled.
+// All but 3 GiB of the device's free memory allocated, set to 0xff (NaN in fp32, bf16, fp16 and
+// e4m3) and given back. Returns the GiB filled.
 std::size_t fill_free_device_memory() {
   std::vector<void*> chunks;
   constexpr std::size_t chunk = std::size_t{1} << 30;
@@ -426,15 +426,18 @@ std::size_t fill_free_device_memory() {
   return chunks.size();
 }
 
-// An engine's first prefill over memory an earlier engine used. The weights' upload ran on the
-// legacy stream (cudaMemcpy from pageable memory returns before its DMA ends) while the engine's
-// kernels run on the backend's non-blocking stream: the first prefill could read its weights half
-// uploaded. Found on the H200 after the llama-shape timing test; over memory filled as here the
-// code before the fix gave logits error 1 (zero logits) in 13 of 16 engines, bf16 and fp8 alike
-// (docs/perf/2026-12-01-prefetch-windows.md, run 11). Eight engines, each prefill's logits against
-// the cpu reference. Tolerances: 16-bit weights 2e-2 (engine_batch_1's; measured 0.0026); fp8
-// weights 5e-2, the 6-row prefill running on fp8 tensor cores with its activations rounded to e4m3
-// (3 mantissa bits; measured 0.0231 in every engine of run 11 with the fix).
+// An engine's first prefill. The weights' upload ran on the legacy stream (cudaMemcpy from
+// pageable memory returns before its DMA ends) while the engine's kernels run on the backend's
+// non-blocking stream: the first prefill could read its weights before they were there. Found on
+// the H200 after the llama-shape timing test (the same binary passed alone). Right after memory was
+// filled and freed as here, the code before the fix gave logits error 1 (zero logits: the engine
+// read zeros, not the 0xff, so what the fill does is widen the race's window, by a mechanism not
+// known) in 13 of 16 engines, bf16 and fp8 alike; with the fix 0 of 16
+// (docs/perf/2026-12-01-prefetch-windows.md, run 11). ~3 s; device tests run one at a time
+// (tests/CMakeLists.txt), so the fill starves no other test. Eight engines, each first prefill's
+// logits against the cpu reference. Tolerances: 16-bit weights 2e-2 (engine_batch_1's; measured
+// 0.0026); fp8 weights 5e-2, the 6-row prefill running on fp8 tensor cores with its activations
+// rounded to e4m3 (3 mantissa bits; measured 0.0231 in every engine of run 11 with the fix).
 TEST_F(llm_fused_gemv, first_prefill_over_used_memory_matches_cpu_reference) {
   const model_config c = preset("tiny");
   constexpr std::int64_t prompt = 6;

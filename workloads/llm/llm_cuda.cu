@@ -963,14 +963,15 @@ struct cuda_engine::impl {
     }
     const bool whole_step = step_kernel && !prefill && rows == 1;
     if (whole_step) {
+      // The layer table first, outside the scope (an upload waits for the stream).
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      ITERA_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+      if (capturing == cudaStreamCaptureStatusNone) upload_step_layers<A>();
       // Every layer in one kernel; its scope declares every layer's weights and the cache it reads.
       stage st(rec, "layers");
       const double layer_bytes = pbytes(qkv_width, hidden) + pbytes(hidden, c.q_dim()) + pbytes(2 * inter, hidden) +
                                  pbytes(hidden, inter) + wbytes(2 * hidden + (c.attention_bias ? qkv_width : 0));
       st.read(static_cast<double>(c.layers) * (layer_bytes + cache_bytes));
-      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-      ITERA_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
-      if (capturing == cudaStreamCaptureStatusNone) upload_step_layers<A>();
       k::decode_step(static_cast<const k::decode_layer*>(step_layers.data()), step_shape, x.as<float>(), qkv.as<A>(),
                      attn.as<A>(), gate_up.as<A>(), inv_freq.as<float>(), lens, step_workspace.data(), s);
     }
