@@ -1118,11 +1118,7 @@ struct cuda_engine::impl {
       throw usage_error(cat("llm cuda engine: ", ids.size(), " prompt ids; the engine stages at most ", max_rows,
                             " (", o.prefill_batch, " sequences x prompt ", o.max_prompt, ")"));
     check_ids(ids);
-    dev.make_current();
-    ITERA_CUDA_CHECK(
-        cudaMemcpyAsync(prompt_ids.data(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, dev.stream()));
-    // The source may go when we return: wait for a pageable copy to have read it.
-    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));
+    dev.upload(prompt_ids.data(), ids.data(), ids.size_bytes());  // returns when done: the source may go
     staged = static_cast<std::int64_t>(ids.size());
     inputs = 0;
     input_values = nullptr;

@@ -353,8 +353,7 @@ struct gpu_vit::impl {
     put(off_p1b, w.projector_fc1_bias);
     put(off_p2w, w.projector_fc2_weight);
     put(off_p2b, w.projector_fc2_bias);
-    ITERA_CUDA_CHECK(cudaMemcpyAsync(weights.data(), staging.data(), arena_bytes, cudaMemcpyHostToDevice, dev.stream()));
-    ITERA_CUDA_CHECK(cudaStreamSynchronize(dev.stream()));  // staging goes out of scope
+    dev.upload(weights.data(), staging.data(), arena_bytes);  // returns when done: staging goes out of scope
   }
 
   bf16* w_at(std::uint64_t offset) const { return reinterpret_cast<bf16*>(weights.as<unsigned char>() + offset); }
@@ -763,9 +762,7 @@ const std::uint16_t* gpu_vit::upload_patches(std::span<const float> patches, std
     throw usage_error(cat("vision encoder cuda engine: ", patches.size(), " patch values for ", images,
                           " images; each has ", m->Np, " patches of ", m->K));
   const auto bits = to_bf16_bits(patches);
-  m->dev.make_current();
-  ITERA_CUDA_CHECK(cudaMemcpyAsync(m->in.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice, m->dev.stream()));
-  ITERA_CUDA_CHECK(cudaStreamSynchronize(m->dev.stream()));
+  m->dev.upload(m->in.data(), bits.data(), bits.size() * 2);
   return m->in.as<std::uint16_t>();
 }
 
