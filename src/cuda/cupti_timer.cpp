@@ -83,6 +83,8 @@ struct region_span {
   std::size_t records = 0;     // complete records of the region's device and stream
   std::size_t incomplete = 0;  // records without timestamps, or a buffer that did not parse
   std::size_t dropped = 0;     // records CUPTI could not store while the region was open
+  bool keep_kernels = false;   // the region's kernel records kept one by one (cupti_timer::keep_kernels)
+  std::vector<kernel_interval> kernels;
 };
 
 // Device work attributed to one stage span: [first start, last end] in CUPTI ns.
@@ -178,7 +180,7 @@ class cupti_session {
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
 
-  void begin_region(const void* owner, std::uint32_t device_id, std::uint32_t stream_id) {
+  void begin_region(const void* owner, std::uint32_t device_id, std::uint32_t stream_id, bool keep_kernels) {
     std::lock_guard region(m_region_mutex);
     if (m_owner && m_owner != owner)
       throw std::logic_error(
@@ -196,6 +198,7 @@ class cupti_session {
     {
       std::lock_guard records(m_records_mutex);
       m_span = region_span{};
+      m_span.keep_kernels = keep_kernels;
       m_device_id = device_id;
       m_stream_id = stream_id;
       m_collecting = true;
@@ -217,7 +220,7 @@ class cupti_session {
     // The caller has waited for the stream, so the region's records are complete.
     ITERA_CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
     std::lock_guard records(m_records_mutex);
-    return m_span;
+    return std::move(m_span);
   }
 
   void abandon(const void* owner) noexcept {
@@ -335,12 +338,14 @@ class cupti_session {
       }
       std::uint64_t start = 0, end = 0;
       std::uint32_t device_id = 0, record_stream = 0, correlation = 0;
+      const char* kernel_name = nullptr;  // kernels only
       switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           start = k->start, end = k->end, device_id = k->deviceId, record_stream = k->streamId;
           correlation = k->correlationId;
+          kernel_name = k->name ? k->name : "(unnamed kernel)";
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -371,6 +376,13 @@ class cupti_session {
       m_span.first_start = std::min(m_span.first_start, start);
       m_span.last_end = std::max(m_span.last_end, end);
       ++m_span.records;
+      if (kernel_name && m_span.keep_kernels) {
+        try {
+          m_span.kernels.push_back(kernel_interval{kernel_name, start, end});
+        } catch (...) {
+          ++m_span.incomplete;  // out of memory: the kept list would be short, so the region fails
+        }
+      }
     }
   }
 
@@ -461,7 +473,8 @@ cupti_timer::~cupti_timer() {
 
 void cupti_timer::start() {
   ITERA_CUDA_CHECK(cudaStreamSynchronize(m_stream));
-  cupti_session::instance().begin_region(this, m_device_id, m_stream_id);
+  m_kernels.clear();
+  cupti_session::instance().begin_region(this, m_device_id, m_stream_id, m_keep_kernels);
   m_open = true;
 }
 
@@ -480,7 +493,7 @@ double cupti_timer::elapsed_ns() {
   if (!m_open) throw std::logic_error("cupti_timer: elapsed_ns() without start()");
   ITERA_CUDA_CHECK(cudaStreamSynchronize(m_stream));  // R2: the work has finished
   m_open = false;
-  const region_span span = cupti_session::instance().end_region(this);
+  region_span span = cupti_session::instance().end_region(this);
   if (span.dropped > 0)
     throw std::runtime_error("CUPTI dropped " + std::to_string(span.dropped) +
                              " activity records during a timed region: its device time is unknown");
@@ -491,6 +504,7 @@ double cupti_timer::elapsed_ns() {
     throw std::runtime_error(
         "CUPTI delivered no kernel, memcpy or memset record for the timed region on this stream: "
         "the work was not enqueued on the backend's stream, or enqueued nothing");
+  m_kernels = std::move(span.kernels);
   return static_cast<double>(span.last_end - span.first_start);
 }
 

@@ -37,6 +37,13 @@ class cuda_event_timer final : public device_timer {
   std::string m_method;
 };
 
+// A kernel CUPTI recorded in a cupti_timer region kept with keep_kernels(): its name as the
+// driver gives it (mangled for C++ kernels) and its start and end, GPU timestamps in ns.
+struct kernel_interval {
+  std::string name;
+  std::uint64_t start_ns = 0, end_ns = 0;
+};
+
 // The span of the kernel, memcpy and memset activity records CUPTI produced on the stream between
 // start() and the end of the work: from the earliest start to the latest end, in the GPU's own
 // timestamps, which is what Nsight tools report as a kernel's duration. Requires a successful
@@ -53,9 +60,15 @@ class cupti_timer final : public device_timer {
   void wait() override;
   double elapsed_ns() override;
   std::string_view method() const override { return "cupti_activity_span"; }
+  // Before start(): also keep each kernel record of the region (a CUDA graph's replays included),
+  // read by kernels() after elapsed_ns(). Costs a string a kernel; off by default.
+  void keep_kernels(bool keep) { m_keep_kernels = keep; }
+  const std::vector<kernel_interval>& kernels() const { return m_kernels; }
 
  private:
   cudaStream_t m_stream;
+  bool m_keep_kernels = false;
+  std::vector<kernel_interval> m_kernels;
   std::uint32_t m_device_id = 0;  // CUPTI's device id of the stream's context
   std::uint32_t m_stream_id = 0;  // CUPTI's stream id
   bool m_open = false;            // between start() and elapsed_ns()

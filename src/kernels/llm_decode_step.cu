@@ -1141,9 +1141,17 @@ void prepare_decode_step(const decode_step_shape& s) {
                              std::to_string(plan.layout.bytes) + " bytes of shared memory does not fit an SM");
 }
 
+words decode_step_counters(const decode_step_shape& s, void* workspace) {
+  const step_plan plan = plan_for(s);
+  if (!plan.refusal.empty()) throw std::invalid_argument("llm decode_step: " + plan.refusal);
+  return {reinterpret_cast<unsigned*>(static_cast<unsigned char*>(workspace) + part_bytes(plan.p)),
+          static_cast<int>(counter_bytes / sizeof(unsigned))};
+}
+
 template <class A>
 void decode_step(const decode_layer* layers, const decode_step_shape& s, float* x, A* qkv, A* attn, A* gate_up,
-                 const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream) {
+                 const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream,
+                 bool counters_cleared) {
   step_plan plan = plan_for(s);
   if (!plan.refusal.empty()) throw std::invalid_argument("llm decode_step: " + plan.refusal);
   step_params& p = plan.p;
@@ -1158,7 +1166,7 @@ void decode_step(const decode_layer* layers, const decode_step_shape& s, float* 
   p.counter = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(workspace) + part_bytes(p));
   p.trace = tracing() ? trace_state().device : nullptr;
   p.tile_trace = tracing() ? trace_state().tiles : nullptr;
-  ITERA_CUDA_CHECK(cudaMemsetAsync(p.counter, 0, counter_bytes, stream));
+  if (!counters_cleared) ITERA_CUDA_CHECK(cudaMemsetAsync(p.counter, 0, counter_bytes, stream));
   const void* kernel = kernel_for<A>(s);
   allow_dynamic_shared(kernel, plan.layout.bytes);
   const auto& l = plan.layout;
@@ -1291,8 +1299,8 @@ std::string decode_step_trace() {
 template void prepare_decode_step<bf16>(const decode_step_shape&);
 template void prepare_decode_step<fp16>(const decode_step_shape&);
 template void decode_step<bf16>(const decode_layer*, const decode_step_shape&, float*, bf16*, bf16*, bf16*,
-                                const float*, const std::int32_t*, void*, cudaStream_t);
+                                const float*, const std::int32_t*, void*, cudaStream_t, bool);
 template void decode_step<fp16>(const decode_layer*, const decode_step_shape&, float*, fp16*, fp16*, fp16*,
-                                const float*, const std::int32_t*, void*, cudaStream_t);
+                                const float*, const std::int32_t*, void*, cudaStream_t, bool);
 
 }  // namespace itera::kernels::llm

@@ -61,16 +61,41 @@ __global__ void fill_init_kernel(A* out, std::uint64_t count, int kind, std::uin
   }
 }
 
-template <class A>
-__global__ void embed_kernel(const std::int32_t* tokens, const A* table, float* x, std::int64_t hidden,
-                             std::int64_t vocab) {
+// A block per token. Vector path (hidden % 8 == 0, 16-byte aligned rows): each thread's 16-byte
+// loads are all issued before the first store (the scalar loop waited for each load in turn: one
+// llama-3.1-8b row took 6.9 us of a batch-1 step, H200: docs/perf/2026-12-01-graph-kernels.md).
+template <class A, int U = 2>
+__global__ void embed_kernel(const std::int32_t* tokens, const A* __restrict__ table, float* __restrict__ x,
+                             std::int64_t hidden, std::int64_t vocab, bool vec, words clear) {
   grid_dependents_launch();
   grid_dependency_wait();
   const std::int64_t t = blockIdx.x;
+  if (t == 0)
+    for (int i = static_cast<int>(threadIdx.x); i < clear.count; i += static_cast<int>(blockDim.x)) clear.at[i] = 0;
   std::int64_t id = tokens[t];
   id = id < 0 ? 0 : (id >= vocab ? vocab - 1 : id);
   const A* row = table + id * hidden;
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = to_float(row[i]);
+  if (!vec) {
+    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = to_float(row[i]);
+    return;
+  }
+  const auto* row8 = reinterpret_cast<const uint4*>(row);
+  auto* out4 = reinterpret_cast<float4*>(x + t * hidden);
+  const std::int64_t chunks = hidden / 8, step = blockDim.x;
+  for (std::int64_t base = threadIdx.x; base < chunks; base += step * U) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (base + u * step < chunks) v[u] = __ldg(row8 + base + u * step);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (const std::int64_t c = base + u * step; c < chunks) {
+        float f[8];
+        unpack8<A>(v[u], f);
+        out4[2 * c] = make_float4(f[0], f[1], f[2], f[3]);
+        out4[2 * c + 1] = make_float4(f[4], f[5], f[6], f[7]);
+      }
+  }
 }
 
 __global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values, float* x, std::int64_t hidden) {
@@ -1459,16 +1484,20 @@ void scatter_rows(const std::int32_t* rows, const bf16* values, float* x, std::i
   launch(scatter_rows_kernel, static_cast<unsigned>(count), block_threads, 0, stream, rows, values, x, hidden);
 }
 
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
 template <class A>
 void embed(const std::int32_t* tokens, const A* table, float* x, std::int64_t rows, std::int64_t hidden,
-           std::int64_t vocab, cudaStream_t stream) {
-  launch(embed_kernel<A>, static_cast<unsigned>(rows), block_threads, 0, stream, tokens, table, x, hidden, vocab);
+           std::int64_t vocab, cudaStream_t stream, words clear) {
+  const bool vec = hidden % 8 == 0 && aligned16(table) && aligned16(x);
+  launch(embed_kernel<A>, static_cast<unsigned>(rows), block_threads, 0, stream, tokens, table, x, hidden, vocab, vec,
+         clear);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 namespace {
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // rms_norm_kernel's threads a row: 512 while the rows fit the SMs at four blocks each; past that
 // 256, eight rows an SM at a time. H200, llama-3.1-8b: each of a 2048-token prefill's two norm
@@ -1834,7 +1863,7 @@ void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_
 // The two compute types' instances of every template above.
 #define ITERA_LLM_KERNELS_FOR(A)                                                                                       \
   template void fill_init<A, A>(A*, std::uint64_t, int, std::uint64_t, cudaStream_t);                                   \
-  template void embed<A>(const std::int32_t*, const A*, float*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t); \
+  template void embed<A>(const std::int32_t*, const A*, float*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t, words); \
   template void rms_norm<A>(const float*, std::int64_t, std::int64_t, const A*, A*, std::int64_t, std::int64_t, float,  \
                             cudaStream_t);                                                                             \
   template void add_rms_norm<A>(float*, residual_parts, const A*, A*, std::int64_t, std::int64_t, float, cudaStream_t); \

@@ -45,10 +45,15 @@ using fp16 = __half;
 template <class Stored, class A>
 void fill_init(A* out, std::uint64_t count, int init_kind, std::uint64_t seed, cudaStream_t stream);
 
-// x[t][:] = table[tokens[t]][:] widened to fp32 (ids clamped into the vocabulary).
+// x[t][:] = table[tokens[t]][:] widened to fp32 (ids clamped into the vocabulary). clear: words the
+// same launch zeroes (decode_step_counters, so that the step needs no memset of its own).
+struct words {
+  unsigned* at = nullptr;
+  int count = 0;
+};
 template <class A>
 void embed(const std::int32_t* tokens, const A* table, float* x, std::int64_t rows, std::int64_t hidden,
-           std::int64_t vocab, cudaStream_t stream);
+           std::int64_t vocab, cudaStream_t stream, words clear = {});
 
 // x[rows[i]][:] = values[i][:] widened to fp32, for i < count: given input vectors (a multimodal
 // model's image tokens, bf16 whatever the compute type) over the embedded tokens.
@@ -346,6 +351,9 @@ bool decode_step_keys_in_shared_memory(const decode_step_shape& s);
 // Device memory decode_step needs beside its operands (the attention's split states and the
 // barrier counter); 0 for a shape it does not take.
 std::size_t decode_step_workspace_bytes(const decode_step_shape& s);
+// The counters in a decode_step workspace that must be zero when the kernel starts: decode_step
+// zeroes them itself (a memset before the kernel) unless told the launch before did (embed's clear).
+words decode_step_counters(const decode_step_shape& s, void* workspace);
 // Sets the kernel's shared memory attribute and checks a block fits an SM: before capture.
 template <class A>
 void prepare_decode_step(const decode_step_shape& s);
@@ -360,6 +368,7 @@ void prepare_decode_step(const decode_step_shape& s);
 std::string decode_step_trace();
 template <class A>
 void decode_step(const decode_layer* layers, const decode_step_shape& s, float* x, A* qkv, A* attn, A* gate_up,
-                 const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream);
+                 const float* inv_freq, const std::int32_t* start, void* workspace, cudaStream_t stream,
+                 bool counters_cleared = false);
 
 }  // namespace itera::kernels::llm

@@ -39,9 +39,14 @@
 
 #if ITERA_WITH_CUDA
 #include <cuda_runtime_api.h>
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <map>
 
 #include "itera/cuda/cuda_backend.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
+#include "src/cuda/timers.hpp"
 #include "tests/support/cuda_test.hpp"
 #include "tests/support/numeric_error.hpp"
 #include "tests/support/token_ids.hpp"
@@ -1270,6 +1275,78 @@ TEST_F(llm_cuda, fp8_kv_cache_saturates_at_the_store) {
   }
 }
 
+// A kernel's name as a stage: demangled, without its namespaces, template arguments and
+// parameters (cuBLASLt's kernels keep their own names, cut to 48 characters).
+std::string kernel_short_name(const std::string& raw) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(raw.c_str(), nullptr, nullptr, &status);
+  std::string name = status == 0 && d ? d : raw;
+  std::free(d);
+  for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;) name.erase(at, 23);
+  std::string plain;
+  int depth = 0;
+  for (const char ch : name.substr(0, name.find('('))) {
+    if (ch == '<') ++depth;
+    else if (ch == '>') --depth;
+    else if (depth == 0) plain += ch;
+  }
+  if (const auto at = plain.rfind("::"); at != std::string::npos) plain = plain.substr(at + 2);
+  if (const auto at = plain.rfind(' '); at != std::string::npos) plain = plain.substr(at + 1);  // "void f"
+  return plain.substr(0, 48);
+}
+
+// Where a CUDA graph step's time goes, from the kernels CUPTI recorded over `steps` replays (GPU
+// timestamps): each kernel name's time a step, and the time between kernels (a graph replays its
+// kernels back to back, so the eager stage table's per-kernel costs do not all carry over:
+// docs/perf/2026-12-01-mlp-chain.md). Prints why not where CUPTI is not in use.
+void print_graph_kernels(cuda_engine& eng, itera::backend& dev, int steps) {
+  auto& cd = itera::cuda::as_cuda(dev);
+  if (cd.timer_method() != "cupti_activity_span") {
+    std::printf("graph step by kernel: not measured (timer %s)\n", cd.timer_method().c_str());
+    return;
+  }
+  itera::cuda::cupti_timer t(cd.stream());
+  t.keep_kernels(true);
+  t.start();
+  for (int i = 0; i < steps; ++i) eng.decode_graph();
+  t.stop();
+  const double span_ns = t.elapsed_ns();
+  std::map<std::string, std::pair<double, std::int64_t>> by_name;  // ns, kernels
+  double busy_ns = 0;
+  for (const auto& k : t.kernels()) {
+    auto& e = by_name[kernel_short_name(k.name)];
+    e.first += static_cast<double>(k.end_ns - k.start_ns);
+    ++e.second;
+    busy_ns += static_cast<double>(k.end_ns - k.start_ns);
+  }
+  std::vector<std::pair<std::string, std::pair<double, std::int64_t>>> rows(by_name.begin(), by_name.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  const double n = steps;
+  std::printf("graph step by kernel (%d replays, CUPTI): %.1f us a step, kernels %.1f us (%zu a step), between "
+              "them %.1f us\n",
+              steps, span_ns / 1e3 / n, busy_ns / 1e3 / n, static_cast<std::size_t>(t.kernels().size() / steps),
+              (span_ns - busy_ns) / 1e3 / n);
+  std::printf("  %-48s %8s %12s\n", "kernel", "calls", "us/step");
+  for (const auto& [name, v] : rows)
+    std::printf("  %-48s %8.0f %12.2f\n", name.c_str(), static_cast<double>(v.second) / n, v.first / 1e3 / n);
+  // In launch order: the step's first 30 kernels (the head and the first layers) and its last 10,
+  // each one's time and the gap before it, means over the replays.
+  const auto& ks = t.kernels();
+  const std::size_t per_step = ks.size() / static_cast<std::size_t>(steps);
+  if (per_step == 0 || ks.size() % static_cast<std::size_t>(steps) != 0) return;
+  std::printf("  in order (%zu a step): position, kernel, us, gap before (us)\n", per_step);
+  for (std::size_t i = 0; i < per_step; ++i) {
+    if (i >= 30 && i + 10 < per_step) continue;
+    double dur = 0, gap = 0;
+    for (std::size_t s = 0; s < static_cast<std::size_t>(steps); ++s) {
+      const auto& k = ks[s * per_step + i];
+      dur += static_cast<double>(k.end_ns - k.start_ns);
+      if (s * per_step + i > 0) gap += static_cast<double>(k.start_ns) - static_cast<double>(ks[s * per_step + i - 1].end_ns);
+    }
+    std::printf("  %4zu %-48s %8.2f %8.2f\n", i, kernel_short_name(ks[i].name).c_str(), dur / 1e3 / n, gap / 1e3 / n);
+  }
+}
+
 TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // Not a gate: prints ms per step and the bandwidth achieved against docs/llm.md's decode bytes.
   // ITERA_LLM_TIMING_BATCH sets the batch (default 1), ITERA_LLM_TIMING_WEIGHTS and
@@ -1322,6 +1399,7 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
     EXPECT_GT(ms, 0);
   }
   EXPECT_EQ(eng.read_ids().size(), static_cast<std::size_t>(batch));
+  print_graph_kernels(eng, *m_dev, 4);
 
   // Where a step's time goes: eager steps with every part in a recorder scope (device time from
   // the backend's clock). Per step: each stage's device time, the weight bytes it declares (for a

@@ -955,13 +955,18 @@ struct cuda_engine::impl {
     for (std::int64_t i = first; i < first + nseq; ++i)
       cache_bytes += kv_element * static_cast<double>(2 * c.kv_dim() *
                             std::min((prefill ? 0 : held[static_cast<std::size_t>(i)]) + rows_per_seq, o.max_context));
+    const bool whole_step = step_kernel && !prefill && rows == 1;
+    // The step kernel's counters zeroed by the embedding's launch: without a memset node of its
+    // own the step kernel starts 0.1-0.2 us after the embedding instead of 8-11 us (H200, CUDA
+    // graph: docs/perf/2026-12-01-graph-kernels.md).
+    const bool clear_in_embed = whole_step;
     {
       stage st(rec, "embed");
       st.read(wbytes(rows * hidden));
-      k::embed(ids, w_at<A>(off_embedding), x.as<float>(), rows, hidden, c.vocab, s);
+      k::embed(ids, w_at<A>(off_embedding), x.as<float>(), rows, hidden, c.vocab, s,
+               clear_in_embed ? k::decode_step_counters(step_shape, step_workspace.data()) : k::words{});
       if (prefill && inputs > 0) k::scatter_rows(input_rows.as<std::int32_t>(), input_values, x.as<float>(), inputs, hidden, s);
     }
-    const bool whole_step = step_kernel && !prefill && rows == 1;
     if (whole_step) {
       // The layer table first, outside the scope (an upload waits for the stream).
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -973,7 +978,8 @@ struct cuda_engine::impl {
                                  pbytes(hidden, inter) + wbytes(2 * hidden + (c.attention_bias ? qkv_width : 0));
       st.read(static_cast<double>(c.layers) * (layer_bytes + cache_bytes));
       k::decode_step(static_cast<const k::decode_layer*>(step_layers.data()), step_shape, x.as<float>(), qkv.as<A>(),
-                     attn.as<A>(), gate_up.as<A>(), inv_freq.as<float>(), lens, step_workspace.data(), s);
+                     attn.as<A>(), gate_up.as<A>(), inv_freq.as<float>(), lens, step_workspace.data(), s,
+                     clear_in_embed);
     }
     // h holds rms_norm(x) with this layer's input norm already: the previous layer's down ran in
     // parts (residual_product) and normalised its sum.
