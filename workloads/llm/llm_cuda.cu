@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -101,6 +102,45 @@ k::kv_storage cache_storage(const engine_options& o) {
                                                                                        : k::kv_storage::bf16;
 }
 float score_scale(const model_config& c) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))); }
+
+// A product trial's timed work: captured once into a CUDA graph and replayed (in_graph), or
+// launched anew each run (ITERA_LLM_TRIAL_GRAPH=0, for comparisons).
+class trial_graph {
+ public:
+  template <class Work>
+  trial_graph(cudaStream_t stream, bool in_graph, const Work& work) : m_stream(stream), m_work(work) {
+    if (!in_graph) return;
+    ITERA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      work();
+    } catch (...) {
+      if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      throw;
+    }
+    ITERA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    const cudaError_t made = cudaGraphInstantiate(&m_exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    ITERA_CUDA_CHECK(made);
+  }
+  ~trial_graph() {
+    if (m_exec) (void)cudaGraphExecDestroy(m_exec);
+  }
+  trial_graph(const trial_graph&) = delete;
+  trial_graph& operator=(const trial_graph&) = delete;
+  void run() {
+    if (m_exec)
+      ITERA_CUDA_CHECK(cudaGraphLaunch(m_exec, m_stream));
+    else
+      m_work();
+  }
+
+ private:
+  cudaStream_t m_stream;
+  std::function<void()> m_work;
+  cudaGraphExec_t m_exec = nullptr;
+};
 
 // The one-kernel decode step (batch 1): its shape for an engine of `c` with `o`, and what the
 // engine allocates for it beside the plan's buffers (the layers' table, the kernel's workspace).
@@ -796,15 +836,23 @@ struct cuda_engine::impl {
     static const std::int64_t passes = std::clamp<std::int64_t>(
         itera::kernels::env_count("ITERA_LLM_TRIAL_PASSES", 1, "timed passes per candidate, the fastest kept (1-16)"), 1, 16);
     static const bool log = std::getenv("ITERA_LLM_TRIAL_LOG") != nullptr;
+    static const bool in_graph = itera::kernels::env_switch("ITERA_LLM_TRIAL_GRAPH", true);
     std::string line;
     double best = -1;
     int picked = 0;
     for (std::size_t i = 0; i < all.size(); ++i) {
-      run_all(all[i].algo);  // warm-up
+      // Timed as a step runs it: replays of a graph of the candidate's launches. Launched one by
+      // one from here, the timed region also held the host's launch gaps: on the H200 at batch 64
+      // qkv's trial over five layers read 17-20 us a layer (its kernels take 16-19 us in a step)
+      // and picked a candidate 2-3 us a layer slower in 3 processes of 14; replayed, 0 of 18, and
+      // the step 5.771 ms against 5.828 over six alternating pairs of processes
+      // (docs/perf/2026-12-01-graph-kernels.md, runs 17-20).
+      trial_graph graph(dev.stream(), in_graph, [&] { run_all(all[i].algo); });
+      graph.run();  // warm-up
       double ms = -1;
       for (std::int64_t pass = 0; pass < passes; ++pass) {
         timer.start();
-        run_all(all[i].algo);
+        graph.run();
         timer.stop();
         const double t = timer.elapsed_ns() * 1e-6;
         ms = ms < 0 ? t : std::min(ms, t);
