@@ -1296,9 +1296,10 @@ std::string kernel_short_name(const std::string& raw) {
 }
 
 // Where a CUDA graph step's time goes, from the kernels CUPTI recorded over `steps` replays (GPU
-// timestamps): each kernel name's time a step, and the time between kernels (a graph replays its
-// kernels back to back, so the eager stage table's per-kernel costs do not all carry over:
-// docs/perf/2026-12-01-mlp-chain.md). Prints why not where CUPTI is not in use.
+// timestamps): each kernel name's time a step, and the span less the kernels' time (a graph replays
+// its kernels back to back, so the eager stage table's per-kernel costs do not all carry over:
+// docs/perf/2026-12-01-mlp-chain.md; negative where kernels overlap, launched with PDL). Prints
+// why not where CUPTI is not in use.
 void print_graph_kernels(cuda_engine& eng, itera::backend& dev, int steps) {
   auto& cd = itera::cuda::as_cuda(dev);
   if (cd.timer_method() != "cupti_activity_span") {
@@ -1311,9 +1312,11 @@ void print_graph_kernels(cuda_engine& eng, itera::backend& dev, int steps) {
   for (int i = 0; i < steps; ++i) eng.decode_graph();
   t.stop();
   const double span_ns = t.elapsed_ns();
+  std::vector<itera::cuda::kernel_interval> ks = t.kernels();
+  std::stable_sort(ks.begin(), ks.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   std::map<std::string, std::pair<double, std::int64_t>> by_name;  // ns, kernels
   double busy_ns = 0;
-  for (const auto& k : t.kernels()) {
+  for (const auto& k : ks) {
     auto& e = by_name[kernel_short_name(k.name)];
     e.first += static_cast<double>(k.end_ns - k.start_ns);
     ++e.second;
@@ -1324,26 +1327,30 @@ void print_graph_kernels(cuda_engine& eng, itera::backend& dev, int steps) {
   const double n = steps;
   std::printf("graph step by kernel (%d replays, CUPTI): %.1f us a step, kernels %.1f us (%zu a step), between "
               "them %.1f us\n",
-              steps, span_ns / 1e3 / n, busy_ns / 1e3 / n, static_cast<std::size_t>(t.kernels().size() / steps),
+              steps, span_ns / 1e3 / n, busy_ns / 1e3 / n, ks.size() / static_cast<std::size_t>(steps),
               (span_ns - busy_ns) / 1e3 / n);
   std::printf("  %-48s %8s %12s\n", "kernel", "calls", "us/step");
   for (const auto& [name, v] : rows)
     std::printf("  %-48s %8.0f %12.2f\n", name.c_str(), static_cast<double>(v.second) / n, v.first / 1e3 / n);
-  // In launch order: the step's first 30 kernels (the head and the first layers) and its last 10,
-  // each one's time and the gap before it, means over the replays.
-  const auto& ks = t.kernels();
+  // In start order: the step's first 30 kernels (the head and the first layers) and its last 10,
+  // each one's time and the gap before it, means over the replays (the first kernel's gap over the
+  // replays after the first: the time between two replays).
   const std::size_t per_step = ks.size() / static_cast<std::size_t>(steps);
   if (per_step == 0 || ks.size() % static_cast<std::size_t>(steps) != 0) return;
   std::printf("  in order (%zu a step): position, kernel, us, gap before (us)\n", per_step);
   for (std::size_t i = 0; i < per_step; ++i) {
     if (i >= 30 && i + 10 < per_step) continue;
     double dur = 0, gap = 0;
+    int gaps = 0;
     for (std::size_t s = 0; s < static_cast<std::size_t>(steps); ++s) {
-      const auto& k = ks[s * per_step + i];
-      dur += static_cast<double>(k.end_ns - k.start_ns);
-      if (s * per_step + i > 0) gap += static_cast<double>(k.start_ns) - static_cast<double>(ks[s * per_step + i - 1].end_ns);
+      const std::size_t at = s * per_step + i;
+      dur += static_cast<double>(ks[at].end_ns - ks[at].start_ns);
+      if (at == 0) continue;
+      gap += static_cast<double>(ks[at].start_ns) - static_cast<double>(ks[at - 1].end_ns);
+      ++gaps;
     }
-    std::printf("  %4zu %-48s %8.2f %8.2f\n", i, kernel_short_name(ks[i].name).c_str(), dur / 1e3 / n, gap / 1e3 / n);
+    std::printf("  %4zu %-48s %8.2f %8.2f\n", i, kernel_short_name(ks[i].name).c_str(), dur / 1e3 / n,
+                gaps > 0 ? gap / 1e3 / gaps : 0.0);
   }
 }
 
@@ -1354,6 +1361,7 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   // ITERA_LLM_TIMING_COMPUTE the compute type (bf16 or fp16; the cache follows it unless set).
   const model_config c = preset("llama-3.1-8b");
   constexpr std::int64_t context = 512, steps = 32, record_steps = 8;
+  constexpr int graph_replays = 4;  // print_graph_kernels
   const char* batch_env = std::getenv("ITERA_LLM_TIMING_BATCH");
   const std::int64_t batch = batch_env ? std::max<std::int64_t>(1, std::atoll(batch_env)) : 1;
   const char* weights_env = std::getenv("ITERA_LLM_TIMING_WEIGHTS");  // bf16 (default), fp16 or fp8_e4m3
@@ -1367,7 +1375,7 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
   opts.weights = weights;
   opts.kv = kv;
   opts.batch = batch;
-  opts.max_context = context + 2 * steps + record_steps + 8;
+  opts.max_context = context + 2 * steps + graph_replays + record_steps + 8;
   opts.max_prompt = context;
   const double needed = weight_bytes(c, weights) +
                         kv_bytes_per_token(c, kv) * static_cast<double>(opts.max_context * batch) +
@@ -1399,7 +1407,7 @@ TEST_F(llm_cuda, decode_timing_llama_3_1_8b_shape) {
     EXPECT_GT(ms, 0);
   }
   EXPECT_EQ(eng.read_ids().size(), static_cast<std::size_t>(batch));
-  print_graph_kernels(eng, *m_dev, 4);
+  print_graph_kernels(eng, *m_dev, graph_replays);
 
   // Where a step's time goes: eager steps with every part in a recorder scope (device time from
   // the backend's clock). Per step: each stage's device time, the weight bytes it declares (for a

@@ -843,8 +843,8 @@ struct cuda_engine::impl {
     for (std::size_t i = 0; i < all.size(); ++i) {
       // Timed as a step runs it: replays of a graph of the candidate's launches. Launched one by
       // one from here, the timed region also held the host's launch gaps: on the H200 at batch 64
-      // qkv's trial over five layers read 17-20 us a layer (its kernels take 16-19 us in a step)
-      // and picked a candidate 2-3 us a layer slower in 3 processes of 14; replayed, 0 of 18, and
+      // qkv's trial over five layers read 17-20 us a layer (its kernels take 16-18 us in a step)
+      // and picked a candidate 1-2 us a layer slower in 3 processes of 14; replayed, 0 of 18, and
       // the step 5.771 ms against 5.828 over six alternating pairs of processes
       // (docs/perf/2026-12-01-graph-kernels.md, runs 17-20).
       trial_graph graph(dev.stream(), in_graph, [&] { run_all(all[i].algo); });
