@@ -1107,7 +1107,7 @@ void override_decode_step(std::optional<bool> on) {
 std::size_t decode_step_workspace_bytes(const decode_step_shape& s) {
   const step_plan plan = plan_for(s);
   if (!plan.refusal.empty()) return 0;
-  return part_bytes(plan.p) + counter_bytes;  // the parts, then the barriers' counters
+  return counter_bytes + part_bytes(plan.p);  // the barriers' counters, then the parts
 }
 
 template <class A>
@@ -1141,11 +1141,8 @@ void prepare_decode_step(const decode_step_shape& s) {
                              std::to_string(plan.layout.bytes) + " bytes of shared memory does not fit an SM");
 }
 
-words decode_step_counters(const decode_step_shape& s, void* workspace) {
-  const step_plan plan = plan_for(s);
-  if (!plan.refusal.empty()) throw std::invalid_argument("llm decode_step: " + plan.refusal);
-  return {reinterpret_cast<unsigned*>(static_cast<unsigned char*>(workspace) + part_bytes(plan.p)),
-          static_cast<int>(counter_bytes / sizeof(unsigned))};
+words decode_step_counters(void* workspace) {
+  return {static_cast<unsigned*>(workspace), static_cast<int>(counter_bytes / sizeof(unsigned))};
 }
 
 template <class A>
@@ -1162,8 +1159,8 @@ void decode_step(const decode_layer* layers, const decode_step_shape& s, float* 
   p.gate_up = gate_up;
   p.inv_freq = inv_freq;
   p.start = start;
-  p.part = static_cast<float*>(workspace);
-  p.counter = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(workspace) + part_bytes(p));
+  p.counter = decode_step_counters(workspace).at;
+  p.part = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + counter_bytes);
   p.trace = tracing() ? trace_state().device : nullptr;
   p.tile_trace = tracing() ? trace_state().tiles : nullptr;
   if (!counters_cleared) ITERA_CUDA_CHECK(cudaMemsetAsync(p.counter, 0, counter_bytes, stream));

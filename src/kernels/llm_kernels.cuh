@@ -351,9 +351,10 @@ bool decode_step_keys_in_shared_memory(const decode_step_shape& s);
 // Device memory decode_step needs beside its operands (the attention's split states and the
 // barrier counter); 0 for a shape it does not take.
 std::size_t decode_step_workspace_bytes(const decode_step_shape& s);
-// The counters in a decode_step workspace that must be zero when the kernel starts: decode_step
-// zeroes them itself (a memset before the kernel) unless told the launch before did (embed's clear).
-words decode_step_counters(const decode_step_shape& s, void* workspace);
+// The counters at the start of a decode_step workspace, which must be zero when the kernel starts:
+// decode_step zeroes them itself (a memset before the kernel) unless told the launch before did
+// (embed's clear).
+words decode_step_counters(void* workspace);
 // Sets the kernel's shared memory attribute and checks a block fits an SM: before capture.
 template <class A>
 void prepare_decode_step(const decode_step_shape& s);

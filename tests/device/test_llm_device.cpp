@@ -1282,7 +1282,8 @@ std::string kernel_short_name(const std::string& raw) {
   char* d = abi::__cxa_demangle(raw.c_str(), nullptr, nullptr, &status);
   std::string name = status == 0 && d ? d : raw;
   std::free(d);
-  for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;) name.erase(at, 23);
+  constexpr std::string_view anonymous = "(anonymous namespace)::";
+  for (std::size_t at; (at = name.find(anonymous)) != std::string::npos;) name.erase(at, anonymous.size());
   std::string plain;
   int depth = 0;
   for (const char ch : name.substr(0, name.find('('))) {

@@ -45,6 +45,7 @@
 #include "itera/cuda/cuda_backend.hpp"
 #include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
+#include "src/cuda/graph_capture.hpp"
 #include "src/cuda/text.hpp"
 #include "src/cuda/timers.hpp"
 #include "src/kernels/attention_choice.hpp"
@@ -108,22 +109,8 @@ float score_scale(const model_config& c) { return static_cast<float>(1.0 / std::
 class trial_graph {
  public:
   template <class Work>
-  trial_graph(cudaStream_t stream, bool in_graph, const Work& work) : m_stream(stream), m_work(work) {
-    if (!in_graph) return;
-    ITERA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    cudaGraph_t graph = nullptr;
-    try {
-      work();
-    } catch (...) {
-      if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) (void)cudaGraphDestroy(graph);
-      (void)cudaGetLastError();
-      throw;
-    }
-    ITERA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    const cudaError_t made = cudaGraphInstantiate(&m_exec, graph, 0);
-    (void)cudaGraphDestroy(graph);
-    ITERA_CUDA_CHECK(made);
-  }
+  trial_graph(cudaStream_t stream, bool in_graph, const Work& work)
+      : m_stream(stream), m_work(work), m_exec(in_graph ? cuda::capture_graph(stream, work) : nullptr) {}
   ~trial_graph() {
     if (m_exec) (void)cudaGraphExecDestroy(m_exec);
   }
@@ -1004,15 +991,14 @@ struct cuda_engine::impl {
       cache_bytes += kv_element * static_cast<double>(2 * c.kv_dim() *
                             std::min((prefill ? 0 : held[static_cast<std::size_t>(i)]) + rows_per_seq, o.max_context));
     const bool whole_step = step_kernel && !prefill && rows == 1;
-    // The step kernel's counters zeroed by the embedding's launch: without a memset node of its
-    // own the step kernel starts 0.1-0.2 us after the embedding instead of 8-11 us (H200, CUDA
-    // graph: docs/perf/2026-12-01-graph-kernels.md).
-    const bool clear_in_embed = whole_step;
     {
+      // The step kernel's counters zeroed by the embedding's launch: without a memset node of its
+      // own the step kernel starts 0.1-0.2 us after the embedding instead of 8-11 us (H200, CUDA
+      // graph: docs/perf/2026-12-01-graph-kernels.md).
       stage st(rec, "embed");
       st.read(wbytes(rows * hidden));
       k::embed(ids, w_at<A>(off_embedding), x.as<float>(), rows, hidden, c.vocab, s,
-               clear_in_embed ? k::decode_step_counters(step_shape, step_workspace.data()) : k::words{});
+               whole_step ? k::decode_step_counters(step_workspace.data()) : k::words{});
       if (prefill && inputs > 0) k::scatter_rows(input_rows.as<std::int32_t>(), input_values, x.as<float>(), inputs, hidden, s);
     }
     if (whole_step) {
@@ -1027,7 +1013,7 @@ struct cuda_engine::impl {
       st.read(static_cast<double>(c.layers) * (layer_bytes + cache_bytes));
       k::decode_step(static_cast<const k::decode_layer*>(step_layers.data()), step_shape, x.as<float>(), qkv.as<A>(),
                      attn.as<A>(), gate_up.as<A>(), inv_freq.as<float>(), lens, step_workspace.data(), s,
-                     clear_in_embed);
+                     true);  // counters zeroed by the embedding
     }
     // h holds rms_norm(x) with this layer's input norm already: the previous layer's down ran in
     // parts (residual_product) and normalised its sum.
@@ -1286,22 +1272,7 @@ struct cuda_engine::impl {
       else
         upload_step_layers<bf16>();
     }
-    const cudaStream_t s = dev.stream();
-    ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    try {
-      forward(0, rows, 1, false, false);
-    } catch (...) {
-      cudaGraph_t partial = nullptr;
-      if (cudaStreamEndCapture(s, &partial) == cudaSuccess && partial) (void)cudaGraphDestroy(partial);
-      (void)cudaGetLastError();
-      throw;
-    }
-    cudaGraph_t graph = nullptr;
-    ITERA_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-    (void)cudaGraphDestroy(graph);
-    ITERA_CUDA_CHECK(made);
+    const cudaGraphExec_t exec = cuda::capture_graph(dev.stream(), [&] { forward(0, rows, 1, false, false); });
     graphs.emplace(rows, exec);
     return exec;
   }

@@ -38,6 +38,7 @@
 #include "itera/cuda/cuda_backend.hpp"
 #include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
+#include "src/cuda/graph_capture.hpp"
 #include "src/cuda/text.hpp"
 #include "src/kernels/attention_choice.hpp"
 #include "src/kernels/launch.cuh"
@@ -805,23 +806,10 @@ void gpu_vit::capture(const std::uint16_t* patches, std::int64_t images) {
   }
   const cudaStream_t s = m->dev.stream();
   ITERA_CUDA_CHECK(cudaStreamSynchronize(s));
-  ITERA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  try {
+  m->graph = cuda::capture_graph(s, [&] {
     const bf16* features = m->encode(reinterpret_cast<const bf16*>(patches), images, nullptr, vit_stage_names::kinds);
     (void)m->project(features, images, nullptr, vit_stage_names::kinds);
-  } catch (...) {
-    cudaGraph_t partial = nullptr;
-    if (cudaStreamEndCapture(s, &partial) == cudaSuccess && partial) (void)cudaGraphDestroy(partial);
-    (void)cudaGetLastError();
-    throw;
-  }
-  cudaGraph_t graph = nullptr;
-  ITERA_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  (void)cudaGraphDestroy(graph);
-  ITERA_CUDA_CHECK(made);
-  m->graph = exec;
+  });
 }
 
 void gpu_vit::run_graph() {
