@@ -9,7 +9,7 @@
 //                      where the product's rows went to DRAM and a RoPE pass read them back (0.64 ms).
 //
 // The structure is vit_gemm.cu's (its fc1 with the activation fused). Persistent, one block per
-// SM, three warpgroups:
+// SM, three warpgroups (two where a tile is 64 rows: product_layout):
 //   producer   one thread asks the TMA, per step of 64 columns of k, for x's [128][64] box and two
 //              [128][64] boxes of w (the 128-byte swizzle wgmma reads), one after the other in the
 //              stage so that wgmma reads them as one [256][64] operand: gate rows n0 .. n0 + 127 and
@@ -52,59 +52,73 @@
 namespace itera::kernels::llm {
 namespace {
 
-constexpr int threads = 384;  // the producer's warpgroup, then two consumers
-constexpr int tile_m = 128, tile_k = wgmma::gemm_tile_k, box_rows = 128;
-constexpr int group_m = 16;                           // row tiles walked together
-constexpr unsigned x_bytes = tile_m * tile_k * 2;     // 16 KiB
-constexpr unsigned box_bytes = box_rows * tile_k * 2;  // 16 KiB, two a stage
-constexpr unsigned stage_bytes = x_bytes + 2 * box_bytes;
+constexpr int tile_k = wgmma::gemm_tile_k;
+constexpr int max_tile_m = 128;
+constexpr int group_m = 16;  // row tiles walked together
 [[maybe_unused]] constexpr int epilogue_warps = 3;  // warps 1-3 of the producer's warpgroup
 [[maybe_unused]] constexpr int epilogue_threads = 32 * epilogue_warps;
-[[maybe_unused]] constexpr int all_warps = epilogue_warps + 8;  // and the consumers', at a block's last tile
 
-// Shared memory of a product whose tiles stage `Cols` columns, with `Stages` buffers in the ring:
-// the ring, the staging tile (rows 4 banks apart), each stage's full and empty barriers, then the
-// staging tile's (full, empty).
-template <int Stages, int Cols>
+// A product whose tiles are TileM rows of x (a consumer warpgroup per 64) by `Cols` staged
+// columns, with `Stages` buffers in the ring, each holding x's box and two boxes of `BoxRows` rows
+// of w (acc: the accumulators' 8-column groups, wgmma_gemm.cuh). Shared memory: the ring, the
+// staging tile (rows 4 banks apart), each stage's full and empty barriers, then the staging
+// tile's (full, empty).
+template <int Stages, int Cols, int BoxRows, int TileM = max_tile_m>
 struct product_layout {
-  static constexpr int stages = Stages, cols = Cols, stride = Cols + 8;
+  static_assert(TileM == 64 || TileM == 128, "one or two consumer warpgroups");
+  static constexpr int stages = Stages, cols = Cols, stride = Cols + 8, box_rows = BoxRows, acc = 2 * BoxRows / 8;
+  static constexpr int tile_m = TileM, consumers = TileM / 64, threads = 128 * (1 + consumers);
+  static constexpr int all_warps = epilogue_warps + 4 * consumers;  // and the consumers', at a block's last tile
+  static constexpr unsigned x_bytes = TileM * tile_k * 2;
+  static constexpr unsigned box_bytes = BoxRows * tile_k * 2;
+  static constexpr unsigned stage_bytes = x_bytes + 2 * box_bytes;
   static constexpr unsigned ring_bytes = Stages * stage_bytes;
-  static constexpr unsigned out_bytes = tile_m * stride * 2;
+  static constexpr unsigned out_bytes = TileM * stride * 2;
   static constexpr unsigned shared_bytes = ring_bytes + out_bytes + 2 * Stages * 8 + 16;
   static_assert(shared_bytes <= 227 * 1024, "the sm_90 limit of dynamic shared memory a block");
 };
 
-[[maybe_unused]] __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+template <int Threads>
+[[maybe_unused]] __device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(Threads) : "memory");
+}
 
-// gate/up + SwiGLU: 128 act columns a tile; four stages (the staging tile is half of qkv's).
-template <class A>
+// gate/up + SwiGLU: Cols act columns a tile (gate rows n0 .. n0 + Cols - 1 and the up rows of the
+// same indices), 128, or 112 where that deals a decode's one row tile over the SMs better; TileM
+// rows of x, 64 for at most 64 rows (a decode: one consumer warpgroup, and the ring's x boxes half
+// the size, so five stages fit where 128 rows fit four: more of w in flight); gate_up_swiglu
+// chooses. Four stages at 128 rows (the staging tile is at most half of qkv's).
+template <class A, int Cols, int TileM = max_tile_m>
 struct swiglu_epilogue {
-  using layout = product_layout<4, 128>;
+  static_assert(Cols == 128 || Cols == 112, "wgmma_gemm.cuh's tiles: 256 or 224 rows of w");
+  using layout = product_layout<TileM == 64 ? 5 : 4, Cols, Cols, TileM>;
+  static constexpr int groups = Cols / 8;  // of gate columns: d[0 .. groups - 1], up's after
   A* act;
   int inter;
 
   __device__ int second_box(int n0) const { return inter + n0; }
-  // The consumer's 64 rows: act of gate column 8j + t2 (+ 1) from d[j] and up's from d[j + 16],
+  // The consumer's 64 rows: act of gate column 8j + t2 (+ 1) from d[j] and up's from d[j + groups],
   // gate and up rounded to A first; four 8x8 matrices a stmatrix (columns 8j .. 8j + 15).
-  __device__ __forceinline__ void stage(float (&d)[32][4], unsigned stage_at) const {
+  __device__ __forceinline__ void stage(float (&d)[layout::acc][4], unsigned stage_at) const {
     const auto value = [](float gate, float up) {
       return silu_times_fast(to_float(from_float<A>(gate)), to_float(from_float<A>(up)));
     };
     const auto pair = [&](int j, int e) {
-      return pack2<A>(value(d[j][e], d[j + 16][e]), value(d[j][e + 1], d[j + 16][e + 1]));
+      return pack2<A>(value(d[j][e], d[j + groups][e]), value(d[j][e + 1], d[j + groups][e + 1]));
     };
 #pragma unroll
-    for (int j = 0; j < 16; j += 2) {
+    for (int j = 0; j < groups; j += 2) {
       const unsigned m[4] = {pair(j, 0), pair(j, 2), pair(j + 1, 0), pair(j + 1, 2)};
       stmatrix_x4(stage_at + static_cast<unsigned>(j) * 16, m);
     }
   }
-  // A row is 16 chunks of 16 bytes: a warp stores two rows at a time (lane / 16 the row), warp
-  // `warp` of `warps` every warps-th pair.
+  // A row is `groups` chunks of 16 bytes (16 or 14): a warp stores two rows at a time (lane / 16
+  // the row, lanes past the row's chunks idle), warp `warp` of `warps` every warps-th pair.
   __device__ __forceinline__ void store(const A* staged, int m0, int n0, int valid, int warp, int warps,
                                         int lane) const {
     const int row_step = 2 * warps;
     const int r0 = 2 * warp + lane / 16, chunk = lane % 16;
+    if (chunk >= groups) return;
     const A* from = staged + r0 * layout::stride + 8 * chunk;
     A* to = act + static_cast<std::int64_t>(m0 + r0) * inter + n0 + 8 * chunk;
     const std::int64_t to_step = row_step * static_cast<std::int64_t>(inter);
@@ -121,7 +135,7 @@ struct swiglu_epilogue {
 // pass against 5.74-5.75, docs/perf/2026-12-01-fused-products.md).
 template <class A, class C>
 struct rope_epilogue {
-  using layout = product_layout<3, 256>;
+  using layout = product_layout<3, 256, 128>;
   A* qkv;
   const A* bias;  // or null
   const float* inv_freq;
@@ -130,9 +144,9 @@ struct rope_epilogue {
   C* k_cache;
   C* v_cache;
 
-  __device__ int second_box(int n0) const { return n0 + box_rows; }
+  __device__ int second_box(int n0) const { return n0 + layout::box_rows; }
   // The sums rounded to A, as cuBLASLt's output.
-  __device__ __forceinline__ void stage(float (&d)[32][4], unsigned stage_at) const {
+  __device__ __forceinline__ void stage(float (&d)[layout::acc][4], unsigned stage_at) const {
 #pragma unroll
     for (int j = 0; j < 32; j += 2) {
       const unsigned m[4] = {pack2<A>(d[j][0], d[j][1]), pack2<A>(d[j][2], d[j][3]), pack2<A>(d[j + 1][0], d[j + 1][1]),
@@ -202,8 +216,8 @@ struct rope_epilogue {
 
 // Tile t's first row and first output column: groups of group_m row tiles (fewer in the last), m
 // fastest inside a group.
-[[maybe_unused]] __device__ __forceinline__ void tile_origin(int t, int m_tiles, int n_tiles, int cols, int& m0,
-                                                             int& n0) {
+[[maybe_unused]] __device__ __forceinline__ void tile_origin(int t, int m_tiles, int n_tiles, int tile_m, int cols,
+                                                             int& m0, int& n0) {
   const int per_group = group_m * n_tiles;
   const int first = t / per_group * group_m, within = t % per_group;
   const int rows_here = min(group_m, m_tiles - first);
@@ -212,12 +226,14 @@ struct rope_epilogue {
 }
 
 template <class A, class E>
-__global__ void __launch_bounds__(threads, 1)
+__global__ void __launch_bounds__(E::layout::threads, 1)
     fused_product_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                          const E epilogue, int rows, int n_tiles, int ksteps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = typename E::layout;
   constexpr int stages = L::stages;
+  constexpr unsigned stage_bytes = L::stage_bytes, x_bytes = L::x_bytes;
+  constexpr int tile_m = L::tile_m;
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int m_tiles = (rows + tile_m - 1) / tile_m, tiles = m_tiles * n_tiles;
@@ -228,7 +244,7 @@ __global__ void __launch_bounds__(threads, 1)
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
       tma::barrier_init(full + 8 * s, 1);   // the producer's arrival with the byte count
-      tma::barrier_init(empty + 8 * s, 2);  // one arrival per consumer warpgroup
+      tma::barrier_init(empty + 8 * s, L::consumers);  // one arrival per consumer warpgroup
     }
     tma::barrier_init(staged_full, 1);
     tma::barrier_init(staged_empty, epilogue_threads);
@@ -243,24 +259,24 @@ __global__ void __launch_bounds__(threads, 1)
       int g = 0;
       for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
         int m0, n0;
-        tile_origin(t, m_tiles, n_tiles, L::cols, m0, n0);
+        tile_origin(t, m_tiles, n_tiles, tile_m, L::cols, m0, n0);
         for (int j = 0; j < ksteps; ++j, ++g) {
           unsigned bar;
           const unsigned base = wgmma::fill_stage<stages, stage_bytes>(ring, full, empty, g, bar);
           tma::load_2d(base, x_map, j * tile_k, m0, bar);
           tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
-          tma::load_2d(base + x_bytes + box_bytes, w_map, j * tile_k, epilogue.second_box(n0), bar);
+          tma::load_2d(base + x_bytes + L::box_bytes, w_map, j * tile_k, epilogue.second_box(n0), bar);
         }
       }
     } else if (tid >= 32) {  // the epilogue warps, each staged tile while the consumers run the next
       int i = 0;
       for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
         int m0, n0;
-        tile_origin(t, m_tiles, n_tiles, L::cols, m0, n0);
+        tile_origin(t, m_tiles, n_tiles, tile_m, L::cols, m0, n0);
         tma::barrier_wait(staged_full, static_cast<unsigned>(i & 1));
         // The block's last tile with the consumers' warps too (they have nothing left to multiply).
         const bool last = t + static_cast<int>(gridDim.x) >= tiles;
-        epilogue.store(staged, m0, n0, min(tile_m, rows - m0), warp - 1, last ? all_warps : epilogue_warps, lane);
+        epilogue.store(staged, m0, n0, min(tile_m, rows - m0), warp - 1, last ? L::all_warps : epilogue_warps, lane);
         tma::barrier_arrive(staged_empty);
       }
     }
@@ -273,13 +289,13 @@ __global__ void __launch_bounds__(threads, 1)
   // columns 8 (l / 16) on.
   const unsigned stage_at = smem_addr(staged + (c * 64 + warp * 16 + lane % 16) * L::stride + 8 * (lane / 16));
   int g = 0, i = 0, last_t = -1;
-  float d[32][4] = {};  // each tile's first product overwrites them (accumulate false)
+  float d[L::acc][4] = {};  // each tile's first product overwrites them (accumulate false)
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
     wgmma::multiply_tile<A, stages, stage_bytes, x_bytes>(d, ring, full, empty, g, ksteps, c, leader);
 
     if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
     epilogue.stage(d, stage_at);
-    consumers_sync();  // the tile is staged
+    consumers_sync<128 * L::consumers>();  // the tile is staged
     if (tid == 128) tma::barrier_arrive(staged_full);
     last_t = t;
   }
@@ -287,8 +303,8 @@ __global__ void __launch_bounds__(threads, 1)
   // accumulators are no longer live (inside it the qkv store's registers spilled, 140 bytes).
   if (last_t >= 0) {
     int m0, n0;
-    tile_origin(last_t, m_tiles, n_tiles, L::cols, m0, n0);
-    epilogue.store(staged, m0, n0, min(tile_m, rows - m0), epilogue_warps + 4 * c + warp, all_warps, lane);
+    tile_origin(last_t, m_tiles, n_tiles, tile_m, L::cols, m0, n0);
+    epilogue.store(staged, m0, n0, min(tile_m, rows - m0), epilogue_warps + 4 * c + warp, L::all_warps, lane);
   }
 #else
   (void)x_map, (void)w_map, (void)epilogue, (void)rows, (void)n_tiles, (void)ksteps;
@@ -303,13 +319,14 @@ void launch_product(const A* x, std::int64_t rows, const A* w, std::int64_t w_ro
                     const E& e, cudaStream_t stream, int max_blocks, const char* who) {
   constexpr auto kernel = fused_product_kernel<A, E>;
   constexpr unsigned shared_bytes = E::layout::shared_bytes;
+  constexpr int tile_m = E::layout::tile_m;
   allow_dynamic_shared(reinterpret_cast<const void*>(kernel), shared_bytes);
   const CUtensorMap x_map = wgmma::gemm_operand_map(x, rows, k, tile_m, who),
-                    w_map = wgmma::gemm_operand_map(w, w_rows, k, box_rows, who);
+                    w_map = wgmma::gemm_operand_map(w, w_rows, k, E::layout::box_rows, who);
   const std::int64_t tiles = (rows + tile_m - 1) / tile_m * n_tiles;
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));
-  launch(kernel, grid, threads, shared_bytes, stream, x_map, w_map, e, static_cast<int>(rows), n_tiles,
+  launch(kernel, grid, E::layout::threads, shared_bytes, stream, x_map, w_map, e, static_cast<int>(rows), n_tiles,
          static_cast<int>(k / tile_k));
   ITERA_CUDA_CHECK_LAUNCH();
 }
@@ -319,22 +336,34 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 // What both products take: an sm_90a device, rows, k and the tile count (n_tiles column tiles a
 // row tile) within the kernel's 32-bit indices, k a multiple of 64.
 bool product_supported(std::int64_t rows, std::int64_t k, std::int64_t n_tiles) {
-  return rows >= 1 && rows < (std::int64_t{1} << 31) - tile_m && k >= tile_k && k % tile_k == 0 &&
-         k < (1 << 30) && (rows + tile_m - 1) / tile_m * n_tiles < (std::int64_t{1} << 31) && wgmma_available();
+  return rows >= 1 && rows < (std::int64_t{1} << 31) - max_tile_m && k >= tile_k && k % tile_k == 0 &&
+         k < (1 << 30) && (rows + 63) / 64 * n_tiles < (std::int64_t{1} << 31) && wgmma_available();
 }
 
 }  // namespace
 
 bool gate_up_swiglu_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden) {
-  return product_supported(rows, hidden, intermediate / swiglu_epilogue<bf16>::layout::cols) &&
-         intermediate >= swiglu_epilogue<bf16>::layout::cols &&
-         intermediate % swiglu_epilogue<bf16>::layout::cols == 0 && intermediate < (1 << 29) &&
-         rows * intermediate < (std::int64_t{1} << 62);
+  constexpr std::int64_t cols = swiglu_epilogue<bf16, 128>::layout::cols;
+  return product_supported(rows, hidden, intermediate / cols) && intermediate >= cols && intermediate % cols == 0 &&
+         intermediate < (1 << 29) && rows * intermediate < (std::int64_t{1} << 62);
+}
+
+// The act columns of a tile: 128, or 112 where the rows are one row tile (a decode) and 112-column
+// tiles, dividing the intermediate size, leave fewer of the grid's SMs idle. llama-3.1-8b's 14336 on
+// the H200's 132 SMs: 112 tiles of 128 (20 SMs idle), 128 tiles of 112 (4). A prefill's many row
+// tiles fill the SMs either way.
+int gate_up_swiglu_cols(std::int64_t rows, std::int64_t intermediate, int max_blocks) {
+  if (rows > max_tile_m || intermediate % 112 != 0) return 128;
+  const std::int64_t sms = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
+  const auto busy = [&](std::int64_t tiles) {  // the share of the SMs' tile slots holding a tile
+    return static_cast<double>(tiles) / static_cast<double>((tiles + sms - 1) / sms * sms);
+  };
+  return busy(intermediate / 112) > busy(intermediate / 128) ? 112 : 128;
 }
 
 template <class A>
 void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int64_t intermediate, std::int64_t hidden,
-                    A* act, cudaStream_t stream, int max_blocks) {
+                    A* act, cudaStream_t stream, int max_blocks, int cols) {
   constexpr const char* who = "llm gate_up_swiglu";
   if (!gate_up_swiglu_supported(rows, intermediate, hidden))
     throw std::invalid_argument(itera::cuda::cat(who, ": ", rows, " rows, intermediate ", intermediate, ", hidden ",
@@ -342,9 +371,21 @@ void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int6
                                                  "of 128 and the hidden size a multiple of 64"));
   if (!aligned16(x) || !aligned16(w_gate_up) || !aligned16(act))
     throw std::invalid_argument(itera::cuda::cat(who, ": x, w and act must be 16-byte aligned"));
-  using E = swiglu_epilogue<A>;
-  launch_product(x, rows, w_gate_up, 2 * intermediate, hidden, static_cast<int>(intermediate / E::layout::cols),
-                 E{act, static_cast<int>(intermediate)}, stream, max_blocks, who);
+  if (cols == 0) cols = gate_up_swiglu_cols(rows, intermediate, max_blocks);
+  if (cols != 128 && (cols != 112 || intermediate % 112 != 0))
+    throw std::invalid_argument(itera::cuda::cat(who, ": tiles of ", cols, " columns: choose 128, or 112 where it ",
+                                                 "divides the intermediate size (", intermediate, ")"));
+  const auto run = [&]<int Cols>() {
+    const auto with = [&]<int TileM>() {
+      using E = swiglu_epilogue<A, Cols, TileM>;
+      launch_product(x, rows, w_gate_up, 2 * intermediate, hidden, static_cast<int>(intermediate / Cols),
+                     E{act, static_cast<int>(intermediate)}, stream, max_blocks, who);
+    };
+    if (rows <= 64) with.template operator()<64>();
+    else with.template operator()<128>();
+  };
+  if (cols == 112) run.template operator()<112>();
+  else run.template operator()<128>();
 }
 
 bool qkv_rope_store_supported(std::int64_t rows, std::int64_t hidden, const attention_shape& s) {
@@ -382,7 +423,8 @@ void qkv_rope_store(const A* x, std::int64_t rows, std::int64_t hidden, const A*
 }
 
 #define ITERA_FUSED_PRODUCTS(A)                                                                                      \
-  template void gate_up_swiglu<A>(const A*, std::int64_t, const A*, std::int64_t, std::int64_t, A*, cudaStream_t, int); \
+  template void gate_up_swiglu<A>(const A*, std::int64_t, const A*, std::int64_t, std::int64_t, A*, cudaStream_t, int, \
+                                  int);                                                                              \
   template void qkv_rope_store<A>(const A*, std::int64_t, std::int64_t, const A*, const A*, const float*,              \
                                   const std::int32_t*, const attention_shape&, void*, void*, A*, cudaStream_t, int);
 ITERA_FUSED_PRODUCTS(bf16)

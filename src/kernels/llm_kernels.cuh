@@ -164,11 +164,14 @@ void swiglu(const A* gate_up, A* act, std::int64_t rows, std::int64_t intermedia
 // block).
 //
 // gate_up_swiglu: act[t][i] = A(silu(A(g)) * A(u)), g = x[t] . w[i], u = x[t] . w[inter + i]:
-// the gate/up product and swiglu in one kernel. intermediate a multiple of 128.
+// the gate/up product and swiglu in one kernel. intermediate a multiple of 128. cols: a tile's act
+// columns, 128 or 112 (dividing intermediate); 0, the rule (gate_up_swiglu_cols: 112 where one row
+// tile's tiles fill the SMs better).
 bool gate_up_swiglu_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden);
+int gate_up_swiglu_cols(std::int64_t rows, std::int64_t intermediate, int max_blocks = 0);
 template <class A>
 void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int64_t intermediate, std::int64_t hidden,
-                    A* act, cudaStream_t stream, int max_blocks = 0);
+                    A* act, cudaStream_t stream, int max_blocks = 0, int cols = 0);
 // qkv_rope_store: qkv = A(x W_qkv^T), then bias_rope_store with keep_rows on it (the same
 // arithmetic and roundings), in one kernel. head_dim dividing 256, q_dim and kv_dim multiples of
 // 256.

@@ -1,7 +1,7 @@
 #pragma once
 // What the GEMMs on TMA and wgmma share (vit_gemm.cu, llm_fused_products.cu): a consumer
 // warpgroup's pass over one tile's steps of k through the producer's ring, and the tensor map of
-// an operand. Their stages hold x's [128][64] box, then 256 rows of w ([256][64], one box or two),
+// an operand. Their stages hold x's [128][64] box, then 256 (or 224) rows of w, one box or two,
 // in the 128-byte swizzle layout of wgmma.cuh; each stage has a `full` barrier (the producer's
 // bytes) and an `empty` one (one arrival per consumer warpgroup), 8 bytes apart.
 #include <cuda.h>
@@ -33,12 +33,14 @@ __device__ __forceinline__ unsigned fill_stage(unsigned ring, unsigned full, uns
 }
 
 // Consumer warpgroup c's (rows 64 c .. 64 c + 63 of x's box) products of one tile: d = x w^T over
-// `ksteps` stages, g the block's running count of stages (advanced by ksteps). The previous step's
-// products are waited for before its buffer is freed (one step in flight); the last buffer is
-// freed once all are done. Each tile's first product overwrites d (accumulate false).
-template <class A, int Stages, unsigned StageBytes, unsigned XBytes>
-__device__ __forceinline__ void multiply_tile(float (&d)[32][4], unsigned ring, unsigned full, unsigned empty, int& g,
+// `ksteps` stages, g the block's running count of stages (advanced by ksteps); w's rows are 8 N of
+// them (N = 32: 256 rows, N = 28: 224). The previous step's products are waited for before its
+// buffer is freed (one step in flight); the last buffer is freed once all are done. Each tile's
+// first product overwrites d (accumulate false).
+template <class A, int Stages, unsigned StageBytes, unsigned XBytes, int N>
+__device__ __forceinline__ void multiply_tile(float (&d)[N][4], unsigned ring, unsigned full, unsigned empty, int& g,
                                               int ksteps, int c, bool leader) {
+  static_assert(N == 32 || N == 28, "w tiles of 256 or 224 rows");
   for (int j = 0; j < ksteps; ++j, ++g) {
     const int s = g % Stages;
     tma::barrier_wait(full + 8 * s, static_cast<unsigned>((g / Stages) & 1));
@@ -48,8 +50,12 @@ __device__ __forceinline__ void multiply_tile(float (&d)[32][4], unsigned ring, 
     fence();
 #pragma unroll
     for (int kk = 0; kk < gemm_tile_k / 16; ++kk)
-      mma_64x256_ss<A>(d, advance(a, static_cast<unsigned>(kk) * 32), advance(b, static_cast<unsigned>(kk) * 32),
-                       j > 0 || kk > 0);
+      if constexpr (N == 32)
+        mma_64x256_ss<A>(d, advance(a, static_cast<unsigned>(kk) * 32), advance(b, static_cast<unsigned>(kk) * 32),
+                         j > 0 || kk > 0);
+      else
+        mma_64x224_ss<A>(d, advance(a, static_cast<unsigned>(kk) * 32), advance(b, static_cast<unsigned>(kk) * 32),
+                         j > 0 || kk > 0);
     commit();
     wait<1>();  // the previous step's products are done: its buffer is free
     if (j > 0 && leader) tma::barrier_arrive(empty + 8 * ((g - 1) % Stages));

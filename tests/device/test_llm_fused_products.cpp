@@ -5,7 +5,10 @@
 // partial last row tile, one row, one and several groups of row tiles (the tile order walks m
 // fastest inside groups of 16), one step of k and many, and grids capped at one or two blocks so
 // that a block walks several tiles (the ring's phases and the staging tile's barriers across
-// tiles). Every output is written (the buffer starts as NaN bits).
+// tiles); tiles of 128 act columns and of 112 (a decode's, 224 rows of w a wgmma: one row, a
+// batch of 64 over llama's hidden, two row tiles over two blocks), of 64 rows (at most 64 rows:
+// one consumer warpgroup, five stages) and of 128. Every output is written (the
+// buffer starts as NaN bits).
 //
 // Reference: gate and up as fp64 sums, each rounded to the 16-bit type (the kernel rounds its fp32
 // sums, as cuBLASLt's output is rounded before the SwiGLU pass), then silu(g) u in fp64. The
@@ -65,6 +68,7 @@ struct codec {
 struct shape {
   std::int64_t rows, inter, hidden;
   int max_blocks = 0;
+  int cols = 0;  // a tile's act columns (0: the rule)
 };
 
 // The kernel's output for one shape and type, with the reference beside it; false when a CUDA
@@ -107,10 +111,10 @@ bool run_shape(const shape& s, const codec& cd, std::vector<float>& got, std::ve
   if (ok) {
     if (cd.fp16)
       lk::gate_up_swiglu(static_cast<const lk::fp16*>(dx), s.rows, static_cast<const lk::fp16*>(dw), s.inter, s.hidden,
-                         static_cast<lk::fp16*>(dact), nullptr, s.max_blocks);
+                         static_cast<lk::fp16*>(dact), nullptr, s.max_blocks, s.cols);
     else
       lk::gate_up_swiglu(static_cast<const lk::bf16*>(dx), s.rows, static_cast<const lk::bf16*>(dw), s.inter, s.hidden,
-                         static_cast<lk::bf16*>(dact), nullptr, s.max_blocks);
+                         static_cast<lk::bf16*>(dact), nullptr, s.max_blocks, s.cols);
     ok = cudaDeviceSynchronize() == cudaSuccess &&
          cudaMemcpy(bits.data(), dact, act_bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
     if (!ok) ADD_FAILURE() << "the kernel or the copy back failed";
@@ -130,11 +134,15 @@ TEST_F(llm_fused_products, gate_up_swiglu_matches_fp64) {
       {129, 1024, 4096, 0},  // llama's hidden: 64 steps of k
       {300, 256, 512, 2},    // 6 tiles, three a block
       {520, 256, 128, 1},    // 10 tiles of 2 steps in one block: the ring and the staging tile wrap
+      {1, 896, 64, 1, 112},     // 112-column tiles: one row, 8 tiles in one block
+      {64, 1792, 4096, 0, 112},  // a batch of 64 over llama's hidden, 16 tiles
+      {130, 896, 512, 2, 112},  // two row tiles, 16 tiles over two blocks
   };
   for (const bool fp16 : {false, true}) {
     for (const shape& s : shapes) {
       SCOPED_TRACE(::testing::Message() << (fp16 ? "fp16" : "bf16") << " rows=" << s.rows << " inter=" << s.inter
-                                        << " hidden=" << s.hidden << " max_blocks=" << s.max_blocks);
+                                        << " hidden=" << s.hidden << " max_blocks=" << s.max_blocks
+                                        << " cols=" << s.cols);
       ASSERT_TRUE(lk::gate_up_swiglu_supported(s.rows, s.inter, s.hidden));
       std::vector<float> got, ref;
       if (!run_shape(s, codec{fp16}, got, ref)) continue;
@@ -145,6 +153,13 @@ TEST_F(llm_fused_products, gate_up_swiglu_matches_fp64) {
     }
   }
   EXPECT_FALSE(lk::gate_up_swiglu_supported(128, 200, 4096)) << "an intermediate size not a multiple of 128";
+  // The rule: 112 columns where one row tile's tiles fill the grid better (llama-3.1-8b's 14336:
+  // 128 tiles of 112 fill 64 SMs twice, 112 tiles of 128 leave 16 of the second pass idle; on 112
+  // SMs the 128-column tiles fill them once).
+  EXPECT_EQ(lk::gate_up_swiglu_cols(64, 14336, 64), 112);
+  EXPECT_EQ(lk::gate_up_swiglu_cols(64, 14336, 112), 128);
+  EXPECT_EQ(lk::gate_up_swiglu_cols(2048, 14336, 64), 128) << "many row tiles: 128 columns";
+  EXPECT_EQ(lk::gate_up_swiglu_cols(64, 8192, 64), 128) << "112 does not divide the intermediate size";
   EXPECT_FALSE(lk::gate_up_swiglu_supported(128, 256, 100)) << "a hidden size not a multiple of 64";
 }
 

@@ -36,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -152,6 +153,22 @@ struct layer_offsets {
 struct matrix {
   const void* w = nullptr;
   const float* scales = nullptr;  // set: fp8 e4m3 codes
+};
+
+// The row counts a fused product runs at: small_from .. small_to (none where small_to < small_from),
+// and from `from` on.
+struct fused_rows {
+  std::int64_t small_from = 0, small_to = -1, from = std::numeric_limits<std::int64_t>::max();
+  bool takes(std::int64_t n) const { return (n >= small_from && n <= small_to) || n >= from; }
+  bool ever() const { return small_to >= small_from || from < std::numeric_limits<std::int64_t>::max(); }
+  // "at 16-64 rows and from 512 rows", for the precision note.
+  std::string text() const {
+    std::string out;
+    if (small_to >= small_from) out = itera::cuda::cat("at ", small_from, "-", small_to, " rows");
+    if (from < std::numeric_limits<std::int64_t>::max())
+      out += itera::cuda::cat(out.empty() ? "" : " and ", "from ", from, " rows");
+    return out;
+  }
 };
 
 // override_split_residual's, override_split_trial's and override_product_trial's switches.
@@ -668,28 +685,31 @@ struct cuda_engine::impl {
            k::gemv_swiglu_supported(n, c.intermediate, w.w, gate_up.data(), w.scales != nullptr);
   }
 
-  // The prefill's fused products (k::gate_up_swiglu, k::qkv_rope_store: our kernels on TMA and
-  // wgmma, 16-bit weights) from how many rows, rather than cuBLASLt and the SwiGLU or RoPE pass
-  // after it. ITERA_LLM_FUSED_GATE_UP, ITERA_LLM_FUSED_QKV: unset, from 512 rows; 0, never; a
-  // number, from that many rows (A/B measurements).
-  static std::int64_t fused_rows_from(const char* var) {
-    const std::int64_t n =
-        itera::kernels::env_count(var, 512, "0 (never) or the rows from which the fused kernel runs");
-    return n == 0 ? std::numeric_limits<std::int64_t>::max() : n;
+  // The fused products (k::gate_up_swiglu, k::qkv_rope_store: our kernels on TMA and wgmma,
+  // 16-bit weights) at which row counts, rather than cuBLASLt and the SwiGLU or RoPE pass after it.
+  // ITERA_LLM_FUSED_GATE_UP, ITERA_LLM_FUSED_QKV: unset, the rule; 0, never; a number, from that
+  // many rows (A/B measurements). The rule: a prefill's from 512 rows (both); gate/up also at
+  // 16-64 rows, a decode batch, where its tiles are 64 rows (H200, llama-3.1-8b, CUDA graph steps
+  // alternating with cuBLASLt + SwiGLU: batch 64 5.766 -> 5.640 ms, 32 5.071 -> 5.056, 16 4.856 ->
+  // 4.792; docs/perf/2026-12-01-fused-decode-gate-up.md). Rows 65-511 are not measured.
+  static fused_rows fused_rows_rule(const char* var, bool decode_batches) {
+    const std::int64_t n = itera::kernels::env_count(var, -1, "0 (never) or the rows from which the fused kernel runs");
+    if (n < 0) return decode_batches ? fused_rows{16, 64, 512} : fused_rows{0, -1, 512};
+    return {0, -1, n == 0 ? std::numeric_limits<std::int64_t>::max() : n};
   }
-  static std::int64_t fused_gate_up_rows() {
-    static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_GATE_UP");
-    return from;
+  static fused_rows fused_gate_up_rows() {
+    static const fused_rows rule = fused_rows_rule("ITERA_LLM_FUSED_GATE_UP", true);
+    return rule;
   }
-  static std::int64_t fused_qkv_rows() {
-    static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_QKV");
-    return from;
+  static fused_rows fused_qkv_rows() {
+    static const fused_rows rule = fused_rows_rule("ITERA_LLM_FUSED_QKV", false);
+    return rule;
   }
   bool fuse_gate_up(std::int64_t n, const matrix& w) const {
-    return !w.scales && n >= fused_gate_up_rows() && k::gate_up_swiglu_supported(n, c.intermediate, c.hidden);
+    return !w.scales && fused_gate_up_rows().takes(n) && k::gate_up_swiglu_supported(n, c.intermediate, c.hidden);
   }
   bool fuse_qkv(bool prefill, std::int64_t n, const matrix& w, const k::attention_shape& sh) const {
-    return prefill && !w.scales && n >= fused_qkv_rows() && k::qkv_rope_store_supported(n, c.hidden, sh);
+    return prefill && !w.scales && fused_qkv_rows().takes(n) && k::qkv_rope_store_supported(n, c.hidden, sh);
   }
 
   // out[n][m] = rms_norm(x row t * in_stride + in_offset, norm_w) W^T (beta 0). Fused: one kernel in
@@ -764,7 +784,7 @@ struct cuda_engine::impl {
     layer_route r;
     r.fused_gate_up = fuse_gate_up(n, projection(l0.wgu, l0.sgu));
     r.o_parts = split_parts(n, c.q_dim(), projection(l0.wo, l0.so), attn.data());
-    r.down_parts = r.fused_gate_up || fuse_swiglu(n, wdown) ? 1 : split_parts(n, c.intermediate, wdown, act.data());
+    r.down_parts = !r.fused_gate_up && fuse_swiglu(n, wdown) ? 1 : split_parts(n, c.intermediate, wdown, act.data());
     return r;
   }
 
@@ -1063,27 +1083,27 @@ struct cuda_engine::impl {
       h_normed = false;
       if (way.fused_gate_up) {
         if (!post_normed) norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows);
-        {
-          stage st(rec, "gate_up");
-          st.read(pbytes(2 * inter, hidden));
-          k::gate_up_swiglu(h.as<A>(), rows, static_cast<const A*>(wgu.w), inter, hidden, act.as<A>(), s);
-        }
+        stage st(rec, "gate_up");
+        st.read(pbytes(2 * inter, hidden));
+        k::gate_up_swiglu(h.as<A>(), rows, static_cast<const A*>(wgu.w), inter, hidden, act.as<A>(), s);
+      } else {
+        norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
+                     pbytes(2 * inter, hidden), gate_up.data(), false, post_normed);
+        if (way.down_parts > 1) swiglu_rows<A>(rec, rows);
+      }
+      if (way.down_parts > 1) {
+        // The next layer's input norm here (the LM head's final norm stays with it); the parts in
+        // the gate/up scratch, free once act is formed.
+        const A* next_norm = last ? nullptr : w_at<A>(layer_off[static_cast<std::size_t>(l + 1)].input_norm);
+        residual_product<A>(rec, "down", "residual_norm", wdown, inter, act.as<A>(), rows, way.down_parts,
+                            pbytes(hidden, inter), next_norm);
+        h_normed = !last;
+      } else if (way.fused_gate_up) {
         stage st(rec, "down");
         st.read(pbytes(hidden, inter));
         gemm(wdown, hidden, inter, act.as<A>(), rows, x.data(), true, 1.0f);
       } else {
-        norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
-                     pbytes(2 * inter, hidden), gate_up.data(), false, post_normed);
-        if (way.down_parts > 1) {
-          swiglu_rows<A>(rec, rows);
-          // The next layer's input norm here (the LM head's final norm stays with it).
-          const A* next_norm = last ? nullptr : w_at<A>(layer_off[static_cast<std::size_t>(l + 1)].input_norm);
-          residual_product<A>(rec, "down", "residual_norm", wdown, inter, act.as<A>(), rows,
-                              way.down_parts, pbytes(hidden, inter), next_norm);
-          h_normed = !last;
-        } else {
-          swiglu_down<A>(rec, rows, wdown, pbytes(hidden, inter));
-        }
+        swiglu_down<A>(rec, rows, wdown, pbytes(hidden, inter));
       }
     }
     auto* out_ids = next.as<std::int32_t>() + first;
@@ -1481,19 +1501,21 @@ std::string cuda_engine::precision_note() const {
                ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,
                " on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
   const std::string weights(dtype_name(m->o.weights));
-  // The prefill's fused products, where this model's shape takes them.
-  const bool fused_gate_up = k::gate_up_swiglu_supported(impl::fused_gate_up_rows(), m->c.intermediate, m->c.hidden);
-  const bool fused_qkv = k::qkv_rope_store_supported(impl::fused_qkv_rows(), m->c.hidden, m->shape);
-  const auto fused = [&](bool on, std::int64_t from, const char* where, const char* what) {
-    return on ? cat("; from ", from, " rows", where, " ", what, " in one kernel of our own (wgmma, fp32 ",
+  // The fused products, where this model's shape takes them (the shape's checks do not depend on
+  // the rows but through their range).
+  const fused_rows gate_up_rows = impl::fused_gate_up_rows(), qkv_rows = impl::fused_qkv_rows();
+  const bool fused_gate_up = gate_up_rows.ever() && k::gate_up_swiglu_supported(64, m->c.intermediate, m->c.hidden);
+  const bool fused_qkv = qkv_rows.ever() && k::qkv_rope_store_supported(64, m->c.hidden, m->shape);
+  const auto fused = [&](bool on, const fused_rows& rows, const char* where, const char* what) {
+    return on ? cat("; ", rows.text(), where, " ", what, " in one kernel of our own (wgmma, fp32 ",
                     "accumulation, the product rounded to ", act, " before the rest, as between the unfused kernels)")
               : std::string();
   };
   return cat(weights, " weights", converted(m->o.weights), m->kv8 ? "" : cat(" and ", act, " KV cache"), activations,
              "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
              " rows, the own gemv kernel (fp32 accumulation) at or below",
-             fused(fused_qkv, impl::fused_qkv_rows(), " in a prefill", "the qkv product, bias, RoPE and cache store"),
-             fused(fused_gate_up, impl::fused_gate_up_rows(), "", "the gate/up product and SwiGLU"), tail);
+             fused(fused_qkv, qkv_rows, " in a prefill", "the qkv product, bias, RoPE and cache store"),
+             fused(fused_gate_up, gate_up_rows, "", "the gate/up product and SwiGLU"), tail);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
