@@ -39,6 +39,7 @@
 #include "src/kernels/common.cuh"
 #include "src/kernels/decode_attention_rules.hpp"
 #include "src/kernels/launch.cuh"
+#include "src/kernels/llm_formulas.cuh"
 #include "src/kernels/llm_kernels.cuh"
 #include "src/kernels/mma.cuh"
 
@@ -110,7 +111,8 @@ template <class A, int HD, int MG, class C>
 __global__ void __launch_bounds__(decode_threads)
     decode_attention_kernel(const A* __restrict__ qkv, const void* __restrict__ k_cache,
                             const void* __restrict__ v_cache, const std::int32_t* __restrict__ start,
-                            attention_shape s, float scale_log2, A* __restrict__ out) {
+                            attention_shape s, float scale_log2, A* __restrict__ out, decode_rope<A> rope) {
+  (void)rope;  // the wide kernel's alone: decode_attention passes none here
   using L = decode_layout<HD, MG, C>;
   constexpr int HALF = HD / 2, E = static_cast<int>(sizeof(C));
   // P V: each lane owns DPL consecutive dims of a V row; LPR lanes cover a row, KS key subsets.
@@ -452,11 +454,66 @@ __device__ __forceinline__ void load_cache_tile(unsigned char* dst, const E* src
   }
 }
 
+// Where column `col` (a multiple of 4) of row r of a ring tile lies: in a 16-bit tile, swizzled (16-byte
+// chunk col / 8); in an fp8 tile, row-major codes.
+template <int HD, class C>
+__device__ __forceinline__ C* tile_element(unsigned char* tile, int r, int col) {
+  if constexpr (sizeof(C) == 1)
+    return reinterpret_cast<C*>(tile + r * HD + col);
+  else
+    return reinterpret_cast<C*>(tile + swizzle<HD>(r, col / 8) + (col % 8) * 2);
+}
+
+// bias_rope_store's step for one row of the wide kernel's (row, kv head) pair, done by the
+// attention itself (decode_rope): item i of HD / 4. Items below HD / 8 take four rotated pairs (j,
+// j + HD / 2) of k, j = 4 i; the others eight values of v at 8 (i - HD / 8). The same arithmetic
+// and roundings as bias_rope_store_vec_kernel: the bias added in fp32, the angle's sincosf, one
+// rounding to the cache's element, stored at the row's position. `k` and `v` receive the values as
+// stored (four, or eight), for the ring's copy of the row.
+template <class A, int HD, class C>
+__device__ __forceinline__ void rotate_new_row(const A* row_k, const A* row_v, const A* bias_k, const A* bias_v,
+                                               const float* inv_freq, std::int64_t pos, int i, C* k_row, C* v_row,
+                                               float (&x1)[4], float (&x2)[4]) {
+  constexpr int half = HD / 2, quads = HD / 8;
+  if (i < quads) {
+    const int j = 4 * i;
+    load4(row_k + j, x1);
+    load4(row_k + j + half, x2);
+    if (bias_k) {
+      float b1[4], b2[4];
+      load4(bias_k + j, b1);
+      load4(bias_k + j + half, b2);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 y = rope_rotate(x1[e], x2[e], rope_cos_sin(pos, inv_freq[j + e]));
+      x1[e] = y.x, x2[e] = y.y;
+    }
+    store4(k_row + j, x1);
+    store4(k_row + j + half, x2);
+  } else {
+    const int d = 8 * (i - quads);
+    load4(row_v + d, x1);
+    load4(row_v + d + 4, x2);
+    if (bias_v) {
+      float b1[4], b2[4];
+      load4(bias_v + d, b1);
+      load4(bias_v + d + 4, b2);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
+    }
+    store4(v_row + d, x1);
+    store4(v_row + d + 4, x2);
+  }
+}
+
 template <class A, int HD, class C>
 __global__ void __launch_bounds__(wide_warps * 32)
-    decode_attention_wide_kernel(const A* __restrict__ qkv, const void* __restrict__ k_cache,
-                                 const void* __restrict__ v_cache, const std::int32_t* __restrict__ start,
-                                 attention_shape s, float scale_log2, A* __restrict__ out) {
+    decode_attention_wide_kernel(const A* __restrict__ qkv, const void* k_cache, const void* v_cache,
+                                 const std::int32_t* __restrict__ start, attention_shape s, float scale_log2,
+                                 A* __restrict__ out, decode_rope<A> rope) {
   using L = wide_layout<HD, C>;
   constexpr int KS = HD / 16, NT = HD / 8, threads = wide_warps * 32;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -494,10 +551,60 @@ __global__ void __launch_bounds__(wide_warps * 32)
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait counts uniform
   };
-  // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0.
-  load_tile<HD, threads>(sq, qkv + t * width + kvh * group * HD, HD, 16, group);
+  const bool rotates = rope.inv_freq != nullptr;
+  if (!rotates) {
+    // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0.
+    load_tile<HD, threads>(sq, qkv + t * width + kvh * group * HD, HD, 16, group);
+  }
 #pragma unroll
   for (int j = 0; j < wide_stages - 1; ++j) issue(j);
+  // decode_rope: bias_rope_store's work on this row, while the first tiles are in flight. q of the
+  // group's heads rotated into rows 0 .. group - 1 of sq (rounded to A, as bias_rope_store writes
+  // them back), the rest zero. The new position's k (rotated) and v into the cache by the block
+  // whose keys hold it, their values kept for its ring's copy of that row, which the cp.async
+  // brought from the cache before or while the row was stored (patched below).
+  constexpr int row_items = HD / 4;  // k's quads, then v's octets (rotate_new_row)
+  float new_lo[4], new_hi[4];
+  const bool in_cache = pos < s.max_context;
+  const int new_tile = rotates && in_cache && pos >= first_key && pos < end_key
+                           ? (static_cast<int>(pos) - first_key) / wide_tile
+                           : -1;  // this block's tile holding the new key, if any
+  if (rotates) {
+    constexpr int quads = HD / 8;
+    const A* row = qkv + t * width;
+    for (int i = static_cast<int>(threadIdx.x); i < group * quads; i += threads) {
+      const int g = i / quads, j = 4 * (i % quads);
+      const std::int64_t col = (kvh * group + g) * HD + j;
+      float x1[4], x2[4];
+      load4(row + col, x1);
+      load4(row + col + HD / 2, x2);
+      if (rope.bias) {
+        float b1[4], b2[4];
+        load4(rope.bias + col, b1);
+        load4(rope.bias + col + HD / 2, b2);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 y = rope_rotate(x1[e], x2[e], rope_cos_sin(pos, rope.inv_freq[j + e]));
+        x1[e] = y.x, x2[e] = y.y;
+      }
+      store4(tile_element<HD, A>(sq, g, j), x1);
+      store4(tile_element<HD, A>(sq, g, j + HD / 2), x2);
+    }
+    for (int i = static_cast<int>(threadIdx.x); i < (16 - group) * (HD / 8); i += threads)
+      *reinterpret_cast<uint4*>(sq + swizzle<HD>(group + i / (HD / 8), i % (HD / 8))) = make_uint4(0, 0, 0, 0);
+    if (new_tile >= 0 && static_cast<int>(threadIdx.x) < row_items) {
+      const std::int64_t q_dim = s.heads * HD, kv_dim = s.kv_heads * HD;
+      const std::int64_t at = ((seq * s.kv_heads + kvh) * s.max_context + pos) * HD;
+      rotate_new_row<A, HD, C>(row + q_dim + kvh * HD, row + q_dim + kv_dim + kvh * HD,
+                               rope.bias ? rope.bias + q_dim + kvh * HD : nullptr,
+                               rope.bias ? rope.bias + q_dim + kv_dim + kvh * HD : nullptr, rope.inv_freq, pos,
+                               static_cast<int>(threadIdx.x), static_cast<C*>(rope.k_cache) + at,
+                               static_cast<C*>(rope.v_cache) + at, new_lo, new_hi);
+    }
+  }
 
   unsigned qf[KS][4];
   float o[NT][4];
@@ -509,6 +616,17 @@ __global__ void __launch_bounds__(wide_warps * 32)
     cp_async_wait<wide_stages - 2>();
     __syncthreads();  // tile j (and q) landed; everyone is done with the buffer tile j - 1 used
     issue(j + wide_stages - 1);
+    if (j == new_tile) {  // the new key's row, as stored, over what the copy brought
+      const int r = static_cast<int>(pos) - (first_key + j * wide_tile), i = static_cast<int>(threadIdx.x);
+      if (i < HD / 8) {
+        store4(tile_element<HD, C>(k_buf(j % wide_stages), r, 4 * i), new_lo);
+        store4(tile_element<HD, C>(k_buf(j % wide_stages), r, 4 * i + HD / 2), new_hi);
+      } else if (i < row_items) {
+        store4(tile_element<HD, C>(v_buf(j % wide_stages), r, 8 * (i - HD / 8)), new_lo);
+        store4(tile_element<HD, C>(v_buf(j % wide_stages), r, 8 * (i - HD / 8) + 4), new_hi);
+      }
+      __syncthreads();
+    }
     if (j == 0) {
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
@@ -670,13 +788,15 @@ __global__ void __launch_bounds__(wide_warps * 32)
 }
 
 template <class A>
-using decode_fn = void (*)(const A*, const void*, const void*, const std::int32_t*, attention_shape, float, A*);
+using decode_fn = void (*)(const A*, const void*, const void*, const std::int32_t*, attention_shape, float, A*,
+                           decode_rope<A>);
 
 template <class A>
 struct decode_choice {
   decode_fn<A> fn = nullptr;
   std::size_t shared_bytes = 0;
   int threads = decode_threads;
+  bool rotates = false;  // the tensor-core kernel, which takes a decode_rope
 };
 
 template <class A, int HD, class C>
@@ -692,9 +812,9 @@ decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide) {
   if (s.rows_per_seq != 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > 8) return {};
   const std::int64_t group = s.heads / s.kv_heads;
   if (wide && s.head_dim == 64)
-    return {decode_attention_wide_kernel<A, 64, C>, wide_layout<64, C>::bytes, wide_warps * 32};
+    return {decode_attention_wide_kernel<A, 64, C>, wide_layout<64, C>::bytes, wide_warps * 32, true};
   if (wide && s.head_dim == 128)
-    return {decode_attention_wide_kernel<A, 128, C>, wide_layout<128, C>::bytes, wide_warps * 32};
+    return {decode_attention_wide_kernel<A, 128, C>, wide_layout<128, C>::bytes, wide_warps * 32, true};
   switch (s.head_dim) {
     case 16: return choose_group<A, 16, C>(group);
     case 32: return choose_group<A, 32, C>(group);
@@ -775,16 +895,33 @@ void prepare_decode_attention(const attention_shape& s) {
       allow_dynamic_shared(reinterpret_cast<const void*>(d.fn), d.shared_bytes);  // only ever grows
 }
 
+namespace {
+// The tensor-core kernel from wide_decode_pairs() (row, kv head) pairs where it takes the shape
+// (rotates), else the CUDA-core kernel for those rows' other head dims, or none.
+template <class A>
+decode_choice<A> wide_choice(std::int64_t rows, const attention_shape& s) {
+  return rows * s.kv_heads >= wide_decode_pairs() && !wide_decode_off() ? decode_kernel_for<A>(s, true)
+                                                                        : decode_choice<A>{};
+}
+}  // namespace
+
+template <class A>
+bool decode_attention_rotates(std::int64_t rows, const attention_shape& s) {
+  return s.rows_per_seq == 1 && wide_choice<A>(rows, s).rotates;
+}
+
 template <class A>
 bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
-                      std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
+                      std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream,
+                      const decode_rope<A>& rope) {
   // The tensor-core kernel from wide_decode_pairs() (row, kv head) pairs, a pair's keys over
   // wide_decode_splits() blocks; below that the CUDA-core kernel with its keys split over a
   // cluster.
   const std::int64_t pairs = rows * s.kv_heads;
-  decode_choice<A> d = pairs >= wide_decode_pairs() && !wide_decode_off() ? decode_kernel_for<A>(s, true)
-                                                                          : decode_choice<A>{};
+  decode_choice<A> d = wide_choice<A>(rows, s);
   const int splits = d.fn ? wide_decode_splits(pairs) : decode_attention_splits(pairs);
+  if (rope.inv_freq && !d.rotates)
+    throw std::logic_error("llm decode_attention: RoPE asked of the CUDA-core kernel (decode_attention_rotates)");
   if (!d.fn) d = decode_kernel_for<A>(s, false);
   if (!d.fn) return false;
   cudaLaunchConfig_t config{};
@@ -796,15 +933,17 @@ bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, co
   attrs.apply_to(config);
   // Scores in base 2: exp(x) = exp2(x * log2(e)).
   const float scale_log2 = scale * 1.4426950408889634f;
-  ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale_log2, out));
+  ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale_log2, out, rope));
   return true;
 }
 
 template void prepare_decode_attention<bf16>(const attention_shape&);
 template void prepare_decode_attention<fp16>(const attention_shape&);
+template bool decode_attention_rotates<bf16>(std::int64_t, const attention_shape&);
+template bool decode_attention_rotates<fp16>(std::int64_t, const attention_shape&);
 template bool decode_attention<bf16>(const bf16*, const void*, const void*, const std::int32_t*, std::int64_t,
-                                     const attention_shape&, float, bf16*, cudaStream_t);
+                                     const attention_shape&, float, bf16*, cudaStream_t, const decode_rope<bf16>&);
 template bool decode_attention<fp16>(const fp16*, const void*, const void*, const std::int32_t*, std::int64_t,
-                                     const attention_shape&, float, fp16*, cudaStream_t);
+                                     const attention_shape&, float, fp16*, cudaStream_t, const decode_rope<fp16>&);
 
 }  // namespace itera::kernels::llm

@@ -1610,11 +1610,15 @@ void prepare_attention(const attention_shape& s) {
 
 template <class A>
 void attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start, std::int64_t rows,
-               const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream) {
+               const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream,
+               const decode_rope<A>& rope) {
   check_cache_type<A>(s, "llm attention");
+  if (rope.inv_freq && (prefill || !decode_attention_rotates<A>(rows, s)))
+    throw std::logic_error("llm attention: RoPE handed to a kernel that does not take it (decode_attention_rotates)");
   if (prefill && s.rows_per_seq > 1 && prefill_attention(qkv, rows, s, scale, out, stream))
     return;
-  if (!prefill && s.rows_per_seq == 1 && decode_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream))
+  if (!prefill && s.rows_per_seq == 1 &&
+      decode_attention(qkv, k_cache, v_cache, start, rows, s, scale, out, stream, rope))
     return;
   const std::size_t bytes = attention_shared_bytes(s, prefill);
   if (bytes + 32 * sizeof(float) > 227 * 1024)
@@ -1872,7 +1876,7 @@ void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_
   template void check_cache_type<A>(const attention_shape&, const char*);                                              \
   template void prepare_attention<A>(const attention_shape&);                                                          \
   template void attention<A>(const A*, const void*, const void*, const std::int32_t*, std::int64_t,                    \
-                             const attention_shape&, bool, float, A*, cudaStream_t);                                   \
+                             const attention_shape&, bool, float, A*, cudaStream_t, const decode_rope<A>&);            \
   template void swiglu<A>(const A*, A*, std::int64_t, std::int64_t, cudaStream_t);                                     \
   template void gemv<A>(const A*, std::int64_t, std::int64_t, const A*, std::int64_t, void*, bool, float, cudaStream_t); \
   template void gemv_fp8<A>(const std::uint8_t*, const float*, std::int64_t, std::int64_t, const A*, std::int64_t,     \

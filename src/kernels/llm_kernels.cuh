@@ -113,9 +113,19 @@ void bias_rope_store(A* qkv, const A* bias, const float* inv_freq, const std::in
 // (decode) K and V come from the caches, of element s.kv: decode_attention below where it takes
 // the shape. What neither takes runs one block per (row, head), the scores in shared memory (one
 // float per key: max_context, or rows_per_seq for a prefill).
+// bias_rope_store's work (not keep_rows) handed to a decode's attention: null inv_freq, none.
+// decode_attention_rotates says where the attention takes it.
+template <class A>
+struct decode_rope {
+  const A* bias = nullptr;
+  const float* inv_freq = nullptr;
+  void* k_cache = nullptr;  // the caches the new k and v go into: the attention's own
+  void* v_cache = nullptr;
+};
 template <class A>
 void attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start, std::int64_t rows,
-               const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream);
+               const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream,
+               const decode_rope<A>& rope = {});
 // Decode attention (llm_decode_attention.cu): head_dim 16, 32, 64, 128 or 256, at most 8 query
 // heads per kv head. From 16 (row, kv head) pairs with head_dim 64 or 128: on tensor cores (the
 // group's query heads as the rows of the mma), a pair's keys on one block or, below two blocks
@@ -132,7 +142,14 @@ template <class A>
 void prepare_decode_attention(const attention_shape& s);
 template <class A>
 bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, const std::int32_t* start,
-                      std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream);
+                      std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream,
+                      const decode_rope<A>& rope = {});
+// Whether decode_attention runs the tensor-core kernel for these rows, which can do
+// bias_rope_store's work itself (a decode_rope): q rotated as it is read, the new k and v stored by
+// the block holding their position and patched into its copy of the keys. H200, llama-3.1-8b:
+// docs/perf/2026-12-01-fused-decode-gate-up.md.
+template <class A>
+bool decode_attention_rotates(std::int64_t rows, const attention_shape& s);
 // Causal attention of a prefill pass (rows_per_seq > 1) on tensor cores, tiles of 64 queries x 64
 // keys with an online softmax (llm_prefill_attention.cu): head_dim 16, 32, 64 or 128, sm_80 and
 // later. K and V are the pass's own rows of qkv (bias_rope_store with keep_rows), so every

@@ -951,6 +951,69 @@ TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
   }
 }
 
+// RoPE, the biases and the cache store done by the tensor-core decode attention itself
+// (decode_attention_rotates: q rotated as the kernel reads it; the new key's k and v stored by the
+// block whose keys hold its position, and written over that block's copy of the row): decode steps
+// against the cpu reference through 42 positions from a prompt of 25 (the new key first, inside and
+// last in the kernel's 32-key tiles, and in each block of a split), attention biases, head_dim 128,
+// a bf16 and an fp8 cache (the reference's cache e4m3 too): batch 8 (16 (row, kv head) pairs: a
+// pair's keys dealt over a cluster of blocks) and 80 (a block a pair); then the CUDA graph's steps
+// against the eager ones, token for token.
+TEST_F(llm_cuda, rope_in_decode_attention_matches_cpu_reference) {
+  model_config c = tiny_at_head_dim(128, 8, 2);
+  c.attention_bias = true;
+  const model_weights w = random_weights(c, dtype::bf16, 777);
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+  constexpr std::int64_t prompt = 25, steps = 42;
+  for (const dtype kv : {dtype::bf16, dtype::fp8_e4m3}) {
+    const reference_model ref(w, kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32);
+    const double tolerance = kv == dtype::fp8_e4m3 ? fp8_kv_tolerance : logits_tolerance;
+    for (const std::int64_t batch : {8, 80}) {
+      SCOPED_TRACE(std::string(dtype_name(kv)) + " KV cache, batch " + std::to_string(batch));
+      const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, static_cast<std::uint32_t>(batch + 5));
+      engine_options opts;
+      opts.batch = batch;
+      opts.max_context = prompt + steps + 1;
+      opts.max_prompt = prompt;
+      opts.kv = kv;
+      cuda_engine eng(*m_dev, w, opts);
+      (void)eng.prefill(ids, prompt);
+      const std::vector<std::int64_t> checked = {0, batch / 2 + 1, batch - 1};
+      std::vector<sequence> seqs;
+      for (const auto b : checked) {
+        seqs.push_back(ref.new_sequence());
+        (void)ref.prefill(seqs.back(), std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
+      }
+      double worst = 0;
+      for (std::int64_t step = 0; step < steps; ++step) {
+        std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+        for (std::int64_t b = 0; b < batch; ++b)
+          next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b * 11 + step * 7) % (c.vocab - 1) + 1);
+        const auto got = eng.decode_step(next);
+        for (std::size_t i = 0; i < checked.size(); ++i) {
+          const auto b = checked[i];
+          const auto want = ref.decode_step(seqs[i], next[static_cast<std::size_t>(b)]);
+          const double e = normalised_error(got.data() + static_cast<std::size_t>(b) * vocab, want.data(), vocab);
+          worst = std::max(worst, e);
+          EXPECT_LT(e, tolerance) << "decode step " << step + 1 << ", sequence " << b;
+        }
+      }
+      std::printf("RoPE in the decode attention, %s KV cache, batch %lld: worst normalised error over %lld steps "
+                  "%.3g (tolerance %.3g)\n",
+                  std::string(dtype_name(kv)).c_str(), static_cast<long long>(batch), static_cast<long long>(steps),
+                  worst, tolerance);
+      cuda_engine eager(*m_dev, w, opts), graph(*m_dev, w, opts);
+      (void)eager.prefill(ids, prompt);
+      (void)graph.prefill(ids, prompt);
+      for (std::int64_t step = 0; step < steps; ++step) {
+        eager.decode_device();
+        graph.decode_graph();
+        ASSERT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
+      }
+    }
+  }
+}
+
 // The decode kernels at the head dims of real models, for a compute type and a cache: at batch 2
 // the CUDA-core kernel split over a cluster (fp8: 16 codes per 16-byte load from head_dim 32 on);
 // from batch 16 (32 (row, kv head) pairs) the tensor-core kernel for head dims 64 and 128 (an fp8

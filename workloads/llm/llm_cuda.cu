@@ -708,6 +708,14 @@ struct cuda_engine::impl {
   bool fuse_gate_up(std::int64_t n, const matrix& w) const {
     return !w.scales && fused_gate_up_rows().takes(n) && k::gate_up_swiglu_supported(n, c.intermediate, c.hidden);
   }
+  // A decode's bias, RoPE and cache store inside the tensor-core attention kernel, where it runs
+  // (k::decode_attention_rotates), rather than a bias_rope_store kernel before it: one kernel a
+  // layer fewer (H200, llama-3.1-8b: docs/perf/2026-12-01-fused-decode-gate-up.md).
+  // ITERA_LLM_ROPE_IN_ATTENTION=0 keeps the separate kernel (A/B measurements).
+  static bool rope_in_attention() {
+    static const bool on = itera::kernels::env_switch("ITERA_LLM_ROPE_IN_ATTENTION", true);
+    return on;
+  }
   bool fuse_qkv(bool prefill, std::int64_t n, const matrix& w, const k::attention_shape& sh) const {
     return prefill && !w.scales && fused_qkv_rows().takes(n) && k::qkv_rope_store_supported(n, c.hidden, sh);
   }
@@ -1047,6 +1055,8 @@ struct cuda_engine::impl {
         stage block(rec, "attention_block");
         const matrix wqkv = projection(lo.wqkv, lo.sqkv);
         const A* bias = c.attention_bias ? w_at<A>(lo.bqkv) : nullptr;
+        // A decode's RoPE and cache store done by the tensor-core attention kernel (rope_in_attention).
+        const bool rope_later = !prefill && rope_in_attention() && k::decode_attention_rotates<A>(rows, sh);
         if (fuse_qkv(prefill, rows, wqkv, sh)) {
           norm_rows(rec, "norm", w_at<A>(lo.input_norm), 1, 0, rows);
           stage st(rec, "qkv");  // with the bias, RoPE and the cache store
@@ -1056,16 +1066,22 @@ struct cuda_engine::impl {
         } else {
           norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, wqkv, qkv_width,
                        pbytes(qkv_width, hidden), qkv.data(), false, h_normed);
-          stage st(rec, "rope");
-          if (bias) st.read(wbytes(qkv_width));
-          k::bias_rope_store(qkv.as<A>(), bias, inv_freq.as<float>(), lens, rows, sh, cache_at(k_cache, l, first),
-                             cache_at(v_cache, l, first), prefill, s);
+          if (!rope_later) {
+            stage st(rec, "rope");
+            if (bias) st.read(wbytes(qkv_width));
+            k::bias_rope_store(qkv.as<A>(), bias, inv_freq.as<float>(), lens, rows, sh, cache_at(k_cache, l, first),
+                               cache_at(v_cache, l, first), prefill, s);
+          }
         }
         {
-          stage st(rec, "attention");
-          st.read(cache_bytes);
+          stage st(rec, "attention");  // with the RoPE and the cache store where rope_later
+          st.read(cache_bytes + (rope_later && bias ? wbytes(qkv_width) : 0.0));
+          const k::decode_rope<A> rope =
+              rope_later ? k::decode_rope<A>{bias, inv_freq.as<float>(), cache_at(k_cache, l, first),
+                                             cache_at(v_cache, l, first)}
+                         : k::decode_rope<A>{};
           k::attention(qkv.as<A>(), cache_at(k_cache, l, first), cache_at(v_cache, l, first), lens, rows, sh, prefill,
-                       attention_scale, attn.as<A>(), s);
+                       attention_scale, attn.as<A>(), s, rope);
         }
         const matrix wo = projection(lo.wo, lo.so);
         if (way.o_parts > 1) {
