@@ -36,7 +36,6 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -153,22 +152,6 @@ struct layer_offsets {
 struct matrix {
   const void* w = nullptr;
   const float* scales = nullptr;  // set: fp8 e4m3 codes
-};
-
-// The row counts a fused product runs at: small_from .. small_to (none where small_to < small_from),
-// and from `from` on.
-struct fused_rows {
-  std::int64_t small_from = 0, small_to = -1, from = std::numeric_limits<std::int64_t>::max();
-  bool takes(std::int64_t n) const { return (n >= small_from && n <= small_to) || n >= from; }
-  bool ever() const { return small_to >= small_from || from < std::numeric_limits<std::int64_t>::max(); }
-  // "at 16-64 rows and from 512 rows", for the precision note.
-  std::string text() const {
-    std::string out;
-    if (small_to >= small_from) out = itera::cuda::cat("at ", small_from, "-", small_to, " rows");
-    if (from < std::numeric_limits<std::int64_t>::max())
-      out += itera::cuda::cat(out.empty() ? "" : " and ", "from ", from, " rows");
-    return out;
-  }
 };
 
 // override_split_residual's, override_split_trial's and override_product_trial's switches.
@@ -686,27 +669,29 @@ struct cuda_engine::impl {
   }
 
   // The fused products (k::gate_up_swiglu, k::qkv_rope_store: our kernels on TMA and wgmma,
-  // 16-bit weights) at which row counts, rather than cuBLASLt and the SwiGLU or RoPE pass after it.
+  // 16-bit weights) from how many rows, rather than cuBLASLt and the SwiGLU or RoPE pass after it.
   // ITERA_LLM_FUSED_GATE_UP, ITERA_LLM_FUSED_QKV: unset, the rule; 0, never; a number, from that
-  // many rows (A/B measurements). The rule: a prefill's from 512 rows (both); gate/up also at
-  // 16-64 rows, a decode batch, where its tiles are 64 rows (H200, llama-3.1-8b, CUDA graph steps
-  // alternating with cuBLASLt + SwiGLU: batch 64 5.766 -> 5.640 ms, 32 5.071 -> 5.056, 16 4.856 ->
-  // 4.792; docs/perf/2026-12-01-fused-decode-gate-up.md). Rows 65-511 are not measured.
-  static fused_rows fused_rows_rule(const char* var, bool decode_batches) {
-    const std::int64_t n = itera::kernels::env_count(var, -1, "0 (never) or the rows from which the fused kernel runs");
-    if (n < 0) return decode_batches ? fused_rows{16, 64, 512} : fused_rows{0, -1, 512};
-    return {0, -1, n == 0 ? std::numeric_limits<std::int64_t>::max() : n};
+  // many rows (A/B measurements). The rule: qkv in a prefill from 512 rows; gate/up wherever
+  // cuBLASLt would run it (above the GEMV's rows). H200, llama-3.1-8b, CUDA graph steps alternating
+  // with cuBLASLt + SwiGLU (docs/perf/2026-12-01-fused-decode-gate-up.md): batch 5 4.539 / 4.539 ms,
+  // 8 4.610 -> 4.575, 16 4.856 -> 4.792, 32 5.071 -> 5.056, 64 5.766 -> 5.640, 128 7.566 -> 7.400,
+  // 256 12.165 -> 11.890; a 2048-token prefill's gate/up + SwiGLU 23.3 -> 22.3-22.8 ms
+  // (docs/perf/2026-12-01-fused-products.md). Rows 257-511 are not measured.
+  static std::int64_t fused_rows_from(const char* var, std::int64_t rule) {
+    const std::int64_t n =
+        itera::kernels::env_count(var, rule, "0 (never) or the rows from which the fused kernel runs");
+    return n == 0 ? std::numeric_limits<std::int64_t>::max() : n;
   }
-  static fused_rows fused_gate_up_rows() {
-    static const fused_rows rule = fused_rows_rule("ITERA_LLM_FUSED_GATE_UP", true);
-    return rule;
+  static std::int64_t fused_gate_up_rows() {
+    static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_GATE_UP", k::gemv_max_tokens + 1);
+    return from;
   }
-  static fused_rows fused_qkv_rows() {
-    static const fused_rows rule = fused_rows_rule("ITERA_LLM_FUSED_QKV", false);
-    return rule;
+  static std::int64_t fused_qkv_rows() {
+    static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_QKV", 512);
+    return from;
   }
   bool fuse_gate_up(std::int64_t n, const matrix& w) const {
-    return !w.scales && fused_gate_up_rows().takes(n) && k::gate_up_swiglu_supported(n, c.intermediate, c.hidden);
+    return !w.scales && n >= fused_gate_up_rows() && k::gate_up_swiglu_supported(n, c.intermediate, c.hidden);
   }
   // A decode's bias, RoPE and cache store inside the tensor-core attention kernel, where it runs
   // (k::decode_attention_rotates), rather than a bias_rope_store kernel before it: one kernel a
@@ -717,7 +702,7 @@ struct cuda_engine::impl {
     return on;
   }
   bool fuse_qkv(bool prefill, std::int64_t n, const matrix& w, const k::attention_shape& sh) const {
-    return prefill && !w.scales && fused_qkv_rows().takes(n) && k::qkv_rope_store_supported(n, c.hidden, sh);
+    return prefill && !w.scales && n >= fused_qkv_rows() && k::qkv_rope_store_supported(n, c.hidden, sh);
   }
 
   // out[n][m] = rms_norm(x row t * in_stride + in_offset, norm_w) W^T (beta 0). Fused: one kernel in
@@ -1517,21 +1502,19 @@ std::string cuda_engine::precision_note() const {
                ") and multiplied in cuBLASLt ", act, " (fp32 accumulation): cuBLASLt offers no fp8 products into ", act,
                " on this device (or ITERA_LLM_FP8_PRODUCTS=0)", tail);
   const std::string weights(dtype_name(m->o.weights));
-  // The fused products, where this model's shape takes them (the shape's checks do not depend on
-  // the rows but through their range).
-  const fused_rows gate_up_rows = impl::fused_gate_up_rows(), qkv_rows = impl::fused_qkv_rows();
-  const bool fused_gate_up = gate_up_rows.ever() && k::gate_up_swiglu_supported(64, m->c.intermediate, m->c.hidden);
-  const bool fused_qkv = qkv_rows.ever() && k::qkv_rope_store_supported(64, m->c.hidden, m->shape);
-  const auto fused = [&](bool on, const fused_rows& rows, const char* where, const char* what) {
-    return on ? cat("; ", rows.text(), where, " ", what, " in one kernel of our own (wgmma, fp32 ",
+  // The fused products, where this model's shape takes them.
+  const bool fused_gate_up = k::gate_up_swiglu_supported(impl::fused_gate_up_rows(), m->c.intermediate, m->c.hidden);
+  const bool fused_qkv = k::qkv_rope_store_supported(impl::fused_qkv_rows(), m->c.hidden, m->shape);
+  const auto fused = [&](bool on, std::int64_t from, const char* where, const char* what) {
+    return on ? cat("; from ", from, " rows", where, " ", what, " in one kernel of our own (wgmma, fp32 ",
                     "accumulation, the product rounded to ", act, " before the rest, as between the unfused kernels)")
               : std::string();
   };
   return cat(weights, " weights", converted(m->o.weights), m->kv8 ? "" : cat(" and ", act, " KV cache"), activations,
              "; cuBLASLt ", act, " tensor-core products (fp32 accumulation) above ", k::gemv_max_tokens,
              " rows, the own gemv kernel (fp32 accumulation) at or below",
-             fused(fused_qkv, qkv_rows, " in a prefill", "the qkv product, bias, RoPE and cache store"),
-             fused(fused_gate_up, gate_up_rows, "", "the gate/up product and SwiGLU"), tail);
+             fused(fused_qkv, impl::fused_qkv_rows(), " in a prefill", "the qkv product, bias, RoPE and cache store"),
+             fused(fused_gate_up, impl::fused_gate_up_rows(), "", "the gate/up product and SwiGLU"), tail);
 }
 
 void cuda_engine::stage_prompts(std::span<const std::int32_t> ids) { m->stage_ids(ids); }
