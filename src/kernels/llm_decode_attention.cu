@@ -468,8 +468,9 @@ __device__ __forceinline__ C* tile_element(unsigned char* tile, int r, int col) 
 // attention itself (decode_rope): item i of HD / 4. Items below HD / 8 take four rotated pairs (j,
 // j + HD / 2) of k, j = 4 i; the others eight values of v at 8 (i - HD / 8). The same arithmetic
 // and roundings as bias_rope_store_vec_kernel: the bias added in fp32, the angle's sincosf, one
-// rounding to the cache's element, stored at the row's position. `k` and `v` receive the values as
-// stored (four, or eight), for the ring's copy of the row.
+// rounding to the cache's element, stored at the row's position. x1 and x2 are left holding the
+// fp32 values before that rounding (k's two halves, or v's two fours), which the ring's copy of
+// the row is stored from the same way.
 template <class A, int HD, class C>
 __device__ __forceinline__ void rotate_new_row(const A* row_k, const A* row_v, const A* bias_k, const A* bias_v,
                                                const float* inv_freq, std::int64_t pos, int i, C* k_row, C* v_row,

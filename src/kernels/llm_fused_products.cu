@@ -1,7 +1,7 @@
-// The prefill's products with their next step in the epilogue (llm_kernels.cuh: gate_up_swiglu,
-// qkv_rope_store), on Hopper's TMA and wgmma:
-//   gate/up + SwiGLU   each tile's 128 act columns formed from the gate and up sums of the same 128
-//                      indices: the [rows][2 inter] product never leaves the SM, where cuBLASLt
+// Two of a layer's products with their next step in the epilogue (llm_kernels.cuh: gate_up_swiglu,
+// from 5 rows, qkv_rope_store in a prefill), on Hopper's TMA and wgmma:
+//   gate/up + SwiGLU   each tile's 128 (or 112) act columns formed from the gate and up sums of the
+//                      same indices: the [rows][2 inter] product never leaves the SM, where cuBLASLt
 //                      wrote it and a SwiGLU pass read it back (H200, llama-3.1-8b, 2048 tokens:
 //                      1.29 ms a prefill for the pass, docs/perf/2026-12-01-prefill-balance.md);
 //   qkv + bias, RoPE and the cache store   bias_rope_store (keep_rows) on each staged tile: the
@@ -9,7 +9,9 @@
 //                      where the product's rows went to DRAM and a RoPE pass read them back (0.64 ms).
 //
 // The structure is vit_gemm.cu's (its fc1 with the activation fused). Persistent, one block per
-// SM, three warpgroups (two where a tile is 64 rows: product_layout):
+// SM, three warpgroups (two where a tile is 64 rows: product_layout). As for 128-row tiles of 256
+// columns of w (a 64-row tile: x's box [64][64], one consumer; 112 act columns: boxes of 112 rows,
+// m64n224k16, d[j + 14]):
 //   producer   one thread asks the TMA, per step of 64 columns of k, for x's [128][64] box and two
 //              [128][64] boxes of w (the 128-byte swizzle wgmma reads), one after the other in the
 //              stage so that wgmma reads them as one [256][64] operand: gate rows n0 .. n0 + 127 and
@@ -20,7 +22,7 @@
 //              qkv: the sums rounded to A) and go on with the next tile;
 //   epilogue   warps 1-3 of the first warpgroup store the staged tile (qkv: with the bias, the
 //              rotation and the cache), while the consumers run the next tile's products; a
-//              block's last tile, which nothing overlaps, with the consumers' eight warps too.
+//              block's last tile, which nothing overlaps, with the consumers' warps too.
 // Tiles walk m fastest inside groups of up to 16 row tiles: the blocks running at once share a few
 // w tiles and x's rows of the group (16 MB at 4096 inputs), so w comes from DRAM once a group (once
 // a prefill of <= 2048 tokens). vit_gemm walks n fastest, its w (8 MB) being the small operand.
@@ -61,14 +63,17 @@ constexpr int group_m = 16;  // row tiles walked together
 // A product whose tiles are TileM rows of x (a consumer warpgroup per 64) by `Cols` staged
 // columns, with `Stages` buffers in the ring, each holding x's box and two boxes of `BoxRows` rows
 // of w (acc: the accumulators' 8-column groups, wgmma_gemm.cuh). Shared memory: the ring, the
-// staging tile (rows 4 banks apart), each stage's full and empty barriers, then the staging
-// tile's (full, empty).
+// staging tile (rows padded by 16 bytes: 4 banks apart), each stage's full and empty barriers, then
+// the staging tile's (full, empty).
 template <int Stages, int Cols, int BoxRows, int TileM = max_tile_m>
 struct product_layout {
   static_assert(TileM == 64 || TileM == 128, "one or two consumer warpgroups");
   static constexpr int stages = Stages, cols = Cols, stride = Cols + 8, box_rows = BoxRows, acc = 2 * BoxRows / 8;
   static constexpr int tile_m = TileM, consumers = TileM / 64, threads = 128 * (1 + consumers);
   static constexpr int all_warps = epilogue_warps + 4 * consumers;  // and the consumers', at a block's last tile
+  // (These also keep nvcc's warning 177 away where the kernel's sm_90a body, their reader, compiles out.)
+  static_assert(threads == 32 * (1 + all_warps), "the producer's warp, the epilogue warps, the consumers' warps");
+  static_assert(cols % 8 == 0 && box_rows % 8 == 0, "16-byte chunks of staged rows, 8-row groups of w");
   static constexpr unsigned x_bytes = TileM * tile_k * 2;
   static constexpr unsigned box_bytes = BoxRows * tile_k * 2;
   static constexpr unsigned stage_bytes = x_bytes + 2 * box_bytes;
@@ -93,6 +98,7 @@ struct swiglu_epilogue {
   static_assert(Cols == 128 || Cols == 112, "wgmma_gemm.cuh's tiles: 256 or 224 rows of w");
   using layout = product_layout<TileM == 64 ? 5 : 4, Cols, Cols, TileM>;
   static constexpr int groups = Cols / 8;  // of gate columns: d[0 .. groups - 1], up's after
+  static_assert(groups % 2 == 0, "stage() stores pairs of column groups");
   A* act;
   int inter;
 

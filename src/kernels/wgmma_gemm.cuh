@@ -1,7 +1,8 @@
 #pragma once
 // What the GEMMs on TMA and wgmma share (vit_gemm.cu, llm_fused_products.cu): a consumer
 // warpgroup's pass over one tile's steps of k through the producer's ring, and the tensor map of
-// an operand. Their stages hold x's [128][64] box, then 256 (or 224) rows of w, one box or two,
+// an operand. Their stages hold x's box ([128][64], or [64][64] with one consumer), then 256 (or
+// 224) rows of w, one box or two,
 // in the 128-byte swizzle layout of wgmma.cuh; each stage has a `full` barrier (the producer's
 // bytes) and an `empty` one (one arrival per consumer warpgroup), 8 bytes apart.
 #include <cuda.h>
@@ -20,7 +21,7 @@ namespace itera::kernels::wgmma {
 
 constexpr int gemm_tile_k = 64;  // k a stage
 
-// The producer's stage for its g-th step: waited for until both consumers freed it (from its
+// The producer's stage for its g-th step: waited for until the consumers freed it (from its
 // second use on), its full barrier armed for StageBytes; its address, and its barrier in `bar`.
 template <int Stages, unsigned StageBytes>
 __device__ __forceinline__ unsigned fill_stage(unsigned ring, unsigned full, unsigned empty, int g, unsigned& bar) {

@@ -951,6 +951,28 @@ TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
   }
 }
 
+// One decode step of all `batch` rows, row b fed token (b * per_row + step * per_step) % (vocab - 1) + 1,
+// and the logits of rows `checked` against the reference's (seqs[i] holds row checked[i]'s
+// sequence, advanced here): each within `tolerance`. Returns the worst normalised error.
+double decode_step_against_reference(cuda_engine& eng, const reference_model& ref, std::vector<sequence>& seqs,
+                                     const std::vector<std::int64_t>& checked, std::int64_t batch, std::int64_t vocab,
+                                     std::int64_t step, std::int64_t per_row, std::int64_t per_step, double tolerance) {
+  std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+  for (std::int64_t b = 0; b < batch; ++b)
+    next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b * per_row + step * per_step) % (vocab - 1) + 1);
+  const auto got = eng.decode_step(next);
+  double worst = 0;
+  for (std::size_t i = 0; i < checked.size(); ++i) {
+    const auto b = checked[i];
+    const auto want = ref.decode_step(seqs[i], next[static_cast<std::size_t>(b)]);
+    const double e = normalised_error(got.data() + static_cast<std::size_t>(b * vocab), want.data(),
+                                      static_cast<std::size_t>(vocab));
+    worst = std::max(worst, e);
+    EXPECT_LT(e, tolerance) << "decode step " << step + 1 << ", sequence " << b;
+  }
+  return worst;
+}
+
 // RoPE, the biases and the cache store done by the tensor-core decode attention itself
 // (decode_attention_rotates: q rotated as the kernel reads it; the new key's k and v stored by the
 // block whose keys hold its position, and written over that block's copy of the row): decode steps
@@ -963,7 +985,6 @@ TEST_F(llm_cuda, rope_in_decode_attention_matches_cpu_reference) {
   model_config c = tiny_at_head_dim(128, 8, 2);
   c.attention_bias = true;
   const model_weights w = random_weights(c, dtype::bf16, 777);
-  const auto vocab = static_cast<std::size_t>(c.vocab);
   constexpr std::int64_t prompt = 25, steps = 42;
   for (const dtype kv : {dtype::bf16, dtype::fp8_e4m3}) {
     const reference_model ref(w, kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32);
@@ -985,19 +1006,9 @@ TEST_F(llm_cuda, rope_in_decode_attention_matches_cpu_reference) {
         (void)ref.prefill(seqs.back(), std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
       }
       double worst = 0;
-      for (std::int64_t step = 0; step < steps; ++step) {
-        std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
-        for (std::int64_t b = 0; b < batch; ++b)
-          next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b * 11 + step * 7) % (c.vocab - 1) + 1);
-        const auto got = eng.decode_step(next);
-        for (std::size_t i = 0; i < checked.size(); ++i) {
-          const auto b = checked[i];
-          const auto want = ref.decode_step(seqs[i], next[static_cast<std::size_t>(b)]);
-          const double e = normalised_error(got.data() + static_cast<std::size_t>(b) * vocab, want.data(), vocab);
-          worst = std::max(worst, e);
-          EXPECT_LT(e, tolerance) << "decode step " << step + 1 << ", sequence " << b;
-        }
-      }
+      for (std::int64_t step = 0; step < steps; ++step)
+        worst = std::max(worst, decode_step_against_reference(eng, ref, seqs, checked, batch, c.vocab, step, 11, 7,
+                                                              tolerance));
       std::printf("RoPE in the decode attention, %s KV cache, batch %lld: worst normalised error over %lld steps "
                   "%.3g (tolerance %.3g)\n",
                   std::string(dtype_name(kv)).c_str(), static_cast<long long>(batch), static_cast<long long>(steps),
@@ -1058,18 +1069,8 @@ void decode_kernels_match_cpu_reference(itera::backend& dev, dtype compute, dtyp
         EXPECT_LT(pe, tolerance_for(compute)) << "prefill, sequence " << b;
       }
       for (std::int64_t step = 0; step < steps; ++step) {
-        std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
-        for (std::int64_t b = 0; b < batch; ++b)
-          next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b * 5 + step * 3) % (c.vocab - 1) + 1);
-        const auto got = eng.decode_step(next);
-        double worst = 0;
-        for (std::size_t i = 0; i < checked.size(); ++i) {
-          const auto b = checked[i];
-          const auto want = ref.decode_step(seqs[i], next[static_cast<std::size_t>(b)]);
-          const double e = normalised_error(got.data() + static_cast<std::size_t>(b) * vocab, want.data(), vocab);
-          worst = std::max(worst, e);
-          EXPECT_LT(e, tolerance) << "decode step " << step + 1 << ", sequence " << b;
-        }
+        const double worst =
+            decode_step_against_reference(eng, ref, seqs, checked, batch, c.vocab, step, 5, 3, tolerance);
         std::printf("%s compute, %s KV cache, head_dim %d, batch %lld, decode step %lld: worst normalised error %.3g "
                     "(tolerance %.3g)\n",
                     std::string(dtype_name(compute)).c_str(), std::string(dtype_name(kv)).c_str(), head_dim,

@@ -137,6 +137,7 @@ TEST_F(llm_fused_products, gate_up_swiglu_matches_fp64) {
       {1, 896, 64, 1, 112},     // 112-column tiles: one row, 8 tiles in one block
       {64, 1792, 4096, 0, 112},  // a batch of 64 over llama's hidden, 16 tiles
       {130, 896, 512, 2, 112},  // two row tiles, 16 tiles over two blocks
+      {40, 512, 256, 1},        // 64-row tiles of 128 columns: 4 tiles of 4 steps in one block
   };
   for (const bool fp16 : {false, true}) {
     for (const shape& s : shapes) {
@@ -154,10 +155,11 @@ TEST_F(llm_fused_products, gate_up_swiglu_matches_fp64) {
   }
   EXPECT_FALSE(lk::gate_up_swiglu_supported(128, 200, 4096)) << "an intermediate size not a multiple of 128";
   // The rule: 112 columns where one row tile's tiles fill the grid better (llama-3.1-8b's 14336:
-  // 128 tiles of 112 fill 64 SMs twice, 112 tiles of 128 leave 16 of the second pass idle; on 112
-  // SMs the 128-column tiles fill them once).
+  // 128 tiles of 112 fill 64 SMs twice, 112 tiles of 128 leave 16 of the second pass idle; on 56
+  // SMs the 128-column tiles fill two passes, the 112-column ones 128 of three passes' 168). Grids
+  // below every sm_90a part's SM count, so that the cap is what the rule sees.
   EXPECT_EQ(lk::gate_up_swiglu_cols(64, 14336, 64), 112);
-  EXPECT_EQ(lk::gate_up_swiglu_cols(64, 14336, 112), 128);
+  EXPECT_EQ(lk::gate_up_swiglu_cols(64, 14336, 56), 128);
   EXPECT_EQ(lk::gate_up_swiglu_cols(2048, 14336, 64), 128) << "many row tiles: 128 columns";
   EXPECT_EQ(lk::gate_up_swiglu_cols(64, 8192, 64), 128) << "112 does not divide the intermediate size";
   EXPECT_FALSE(lk::gate_up_swiglu_supported(128, 256, 100)) << "a hidden size not a multiple of 64";

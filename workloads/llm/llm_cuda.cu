@@ -766,7 +766,7 @@ struct cuda_engine::impl {
 
   // How a pass of n rows runs a layer's products, for forward() and capture() alike (the same for
   // every layer: their weights share type and alignment): whether the fused gate/up + SwiGLU
-  // kernel runs (then down is not split), and the parts o_proj and down run in (1: not split).
+  // kernel runs, and the parts o_proj and down run in (1: not split).
   struct layer_route {
     bool fused_gate_up = false;
     int o_parts = 1, down_parts = 1;
@@ -1252,6 +1252,9 @@ struct cuda_engine::impl {
       const int parts = down ? way.down_parts : pr.w == &layer_offsets::wo ? way.o_parts : 1;
       if (parts > 1) {
         if (!split_trial_on) continue;
+        // With the fused gate/up after o_proj the trial times o_proj with its add and norm only
+        // (the batch-64 steps of docs/perf/2026-12-01-fused-decode-gate-up.md ran so); timing the
+        // fused kernel after it is not built.
         const bool next_by_cublas = down ? !small(rows, c.hidden, matrix_16bit(l0.wqkv), h.data())
                                          : !way.fused_gate_up && !small(rows, c.hidden, matrix_16bit(l0.wgu), h.data());
         if (half)
