@@ -379,6 +379,10 @@ __global__ void __launch_bounds__(decode_threads)
 // Sized so that the blocks of a batch-64 llama-3.1-8b step (512) fit the H200 in one wave: with
 // four warps and two buffers (80 KB, three blocks per SM) the second wave ran a quarter full and
 // the attention took 1.68 ms a step (2.9 TB/s).
+//
+// With a decode_rope it also does bias_rope_store's work for its row (decode_attention_rotates):
+// q rotated into its tile while the first key tiles are in flight, and the new position's k and v
+// stored into the cache by the block holding that key and written over its ring's copy of the row.
 constexpr int wide_warps = 2, wide_stages = 3, wide_tile = 16 * wide_warps;
 
 //
