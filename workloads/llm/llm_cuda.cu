@@ -887,7 +887,8 @@ struct cuda_engine::impl {
   // A split residual product's trial (o_proj, down; 16-bit weights): each candidate timed over
   // trial_layers() layers with what follows it in a step, the add and the next norm
   // (k::add_rms_norm) and the next product with its algorithm as already chosen (o_proj: the same
-  // layer's gate/up; down: the next layer's qkv; `next_by_cublas`: whether cuBLASLt runs it), because
+  // layer's gate/up, by cuBLASLt or by the fused kernel (route); down: the next layer's qkv;
+  // `next_by_cublas`: whether cuBLASLt runs it), because
   // the product after it takes a different time by the algorithm before it: on the H200
   // (docs/perf/2026-12-01-trials-and-warmup.md, run 5; batch 64) gate/up took 1868 us a step after
   // three of o_proj's first eight and ~1993 after the other five, o_proj itself 353-407 us, so the
@@ -900,8 +901,10 @@ struct cuda_engine::impl {
     const bool o_proj = weight == &layer_offsets::wo;
     const std::int64_t next_m = o_proj ? 2 * c.intermediate : qkv_width;
     gemm_plan* next = next_by_cublas ? &plan_for(next_m, rows, c.hidden, false) : nullptr;
+    const bool next_fused = o_proj && route(rows).fused_gate_up;  // k::gate_up_swiglu after o_proj
     void* next_out = o_proj ? gate_up.data() : qkv.data();
-    const std::size_t count = trial_layers(2.0 * static_cast<double>(c.hidden * kk + (next ? next_m * c.hidden : 0)));
+    const std::size_t count =
+        trial_layers(2.0 * static_cast<double>(c.hidden * kk + (next || next_fused ? next_m * c.hidden : 0)));
     product_trial(name, p, [&](const cublasLtMatmulAlgo_t& algo) {
       for (std::size_t l = 0; l < count; ++l) {
         // o_proj: this layer's post-attention norm and gate/up; down: the next layer's input norm and qkv.
@@ -912,6 +915,8 @@ struct cuda_engine::impl {
         if (next && after)
           matmul(*next, next->chosen.algo, 1.0f, weights.as<unsigned char>() + (o_proj ? after->wgu : after->wqkv),
                  h.data(), 0.0f, next_out);
+        if (next_fused)
+          k::gate_up_swiglu(h.as<A>(), rows, w_at<A>(lo.wgu), c.intermediate, c.hidden, act.as<A>(), dev.stream());
       }
     });
   }
@@ -1252,9 +1257,9 @@ struct cuda_engine::impl {
       const int parts = down ? way.down_parts : pr.w == &layer_offsets::wo ? way.o_parts : 1;
       if (parts > 1) {
         if (!split_trial_on) continue;
-        // With the fused gate/up after o_proj the trial times o_proj with its add and norm only
-        // (the batch-64 steps of docs/perf/2026-12-01-fused-decode-gate-up.md ran so); timing the
-        // fused kernel after it is not built.
+        // With the fused gate/up after o_proj, pair_trial runs that kernel after each candidate
+        // (added after the batch-64 steps of docs/perf/2026-12-01-fused-decode-gate-up.md, which
+        // timed o_proj with its add and norm only; not yet measured on the GPU).
         const bool next_by_cublas = down ? !small(rows, c.hidden, matrix_16bit(l0.wqkv), h.data())
                                          : !way.fused_gate_up && !small(rows, c.hidden, matrix_16bit(l0.wgu), h.data());
         if (half)
