@@ -468,36 +468,44 @@ __device__ __forceinline__ C* tile_element(unsigned char* tile, int r, int col) 
     return reinterpret_cast<C*>(tile + swizzle<HD>(r, col / 8) + (col % 8) * 2);
 }
 
+// Four rotated pairs (j + e, j + e + HD / 2), e < 4, of one head of a row (x: the head's first
+// element): bias_rope_store_vec_kernel's arithmetic, the bias added in fp32, the angle's sincosf
+// and the rotation in fp32, into x1 (the first halves) and x2, not yet rounded.
+template <class A, int HD>
+__device__ __forceinline__ void rotate_quad(const A* x, const A* bias, const float* inv_freq, std::int64_t pos, int j,
+                                            float (&x1)[4], float (&x2)[4]) {
+  load4(x + j, x1);
+  load4(x + j + HD / 2, x2);
+  if (bias) {
+    float b1[4], b2[4];
+    load4(bias + j, b1);
+    load4(bias + j + HD / 2, b2);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 y = rope_rotate(x1[e], x2[e], rope_cos_sin(pos, inv_freq[j + e]));
+    x1[e] = y.x, x2[e] = y.y;
+  }
+}
+
 // bias_rope_store's step for one row of the wide kernel's (row, kv head) pair, done by the
 // attention itself (decode_rope): item i of HD / 4. Items below HD / 8 take four rotated pairs (j,
-// j + HD / 2) of k, j = 4 i; the others eight values of v at 8 (i - HD / 8). The same arithmetic
-// and roundings as bias_rope_store_vec_kernel: the bias added in fp32, the angle's sincosf, one
-// rounding to the cache's element, stored at the row's position. x1 and x2 are left holding the
-// fp32 values before that rounding (k's two halves, or v's two fours), which the ring's copy of
-// the row is stored from the same way.
+// j + HD / 2) of k, j = 4 i (rotate_quad); the others eight values of v at 8 (i - HD / 8), the bias
+// added in fp32. One rounding to the cache's element, stored at the row's position. x1 and x2 are
+// left holding the fp32 values before that rounding (k's two halves, or v's two fours), which the
+// ring's copy of the row is stored from the same way.
 template <class A, int HD, class C>
 __device__ __forceinline__ void rotate_new_row(const A* row_k, const A* row_v, const A* bias_k, const A* bias_v,
                                                const float* inv_freq, std::int64_t pos, int i, C* k_row, C* v_row,
                                                float (&x1)[4], float (&x2)[4]) {
-  constexpr int half = HD / 2, quads = HD / 8;
+  constexpr int quads = HD / 8;
   if (i < quads) {
     const int j = 4 * i;
-    load4(row_k + j, x1);
-    load4(row_k + j + half, x2);
-    if (bias_k) {
-      float b1[4], b2[4];
-      load4(bias_k + j, b1);
-      load4(bias_k + j + half, b2);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 y = rope_rotate(x1[e], x2[e], rope_cos_sin(pos, inv_freq[j + e]));
-      x1[e] = y.x, x2[e] = y.y;
-    }
+    rotate_quad<A, HD>(row_k, bias_k, inv_freq, pos, j, x1, x2);
     store4(k_row + j, x1);
-    store4(k_row + j + half, x2);
+    store4(k_row + j + HD / 2, x2);
   } else {
     const int d = 8 * (i - quads);
     load4(row_v + d, x1);
@@ -579,22 +587,9 @@ __global__ void __launch_bounds__(wide_warps * 32)
     const A* row = qkv + t * width;
     for (int i = static_cast<int>(threadIdx.x); i < group * quads; i += threads) {
       const int g = i / quads, j = 4 * (i % quads);
-      const std::int64_t col = (kvh * group + g) * HD + j;
+      const std::int64_t head = (kvh * group + g) * HD;
       float x1[4], x2[4];
-      load4(row + col, x1);
-      load4(row + col + HD / 2, x2);
-      if (rope.bias) {
-        float b1[4], b2[4];
-        load4(rope.bias + col, b1);
-        load4(rope.bias + col + HD / 2, b2);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 y = rope_rotate(x1[e], x2[e], rope_cos_sin(pos, rope.inv_freq[j + e]));
-        x1[e] = y.x, x2[e] = y.y;
-      }
+      rotate_quad<A, HD>(row + head, rope.bias ? rope.bias + head : nullptr, rope.inv_freq, pos, j, x1, x2);
       store4(tile_element<HD, A>(sq, g, j), x1);
       store4(tile_element<HD, A>(sq, g, j + HD / 2), x2);
     }

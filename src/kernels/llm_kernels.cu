@@ -1613,8 +1613,9 @@ void attention(const A* qkv, const void* k_cache, const void* v_cache, const std
                const attention_shape& s, bool prefill, float scale, A* out, cudaStream_t stream,
                const decode_rope<A>& rope) {
   check_cache_type<A>(s, "llm attention");
-  if (rope.inv_freq && (prefill || !decode_attention_rotates<A>(rows, s)))
-    throw std::logic_error("llm attention: RoPE handed to a kernel that does not take it (decode_attention_rotates)");
+  // (decode_attention refuses it for a kernel that does not take it.)
+  if (rope.inv_freq && (prefill || s.rows_per_seq != 1))
+    throw std::logic_error("llm attention: RoPE handed to a prefill's attention (decode_attention_rotates)");
   if (prefill && s.rows_per_seq > 1 && prefill_attention(qkv, rows, s, scale, out, stream))
     return;
   if (!prefill && s.rows_per_seq == 1 &&

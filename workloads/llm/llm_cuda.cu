@@ -1037,6 +1037,8 @@ struct cuda_engine::impl {
     // parts (residual_product) and normalised its sum.
     bool h_normed = false;
     const layer_route way = route(rows);
+    // A decode's RoPE and cache store done by the tensor-core attention kernel (rope_in_attention).
+    const bool rope_later = !prefill && rope_in_attention() && k::decode_attention_rotates<A>(rows, sh);
     for (std::int64_t l = 0; !whole_step && l < c.layers; ++l) {
       const auto& lo = layer_off[static_cast<std::size_t>(l)];
       const bool last = l + 1 == c.layers;
@@ -1045,8 +1047,6 @@ struct cuda_engine::impl {
         stage block(rec, "attention_block");
         const matrix wqkv = projection(lo.wqkv, lo.sqkv);
         const A* bias = c.attention_bias ? w_at<A>(lo.bqkv) : nullptr;
-        // A decode's RoPE and cache store done by the tensor-core attention kernel (rope_in_attention).
-        const bool rope_later = !prefill && rope_in_attention() && k::decode_attention_rotates<A>(rows, sh);
         if (fuse_qkv(prefill, rows, wqkv, sh)) {
           norm_rows(rec, "norm", w_at<A>(lo.input_norm), 1, 0, rows);
           stage st(rec, "qkv");  // with the bias, RoPE and the cache store
