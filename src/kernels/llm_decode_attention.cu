@@ -468,57 +468,85 @@ __device__ __forceinline__ C* tile_element(unsigned char* tile, int r, int col) 
     return reinterpret_cast<C*>(tile + swizzle<HD>(r, col / 8) + (col % 8) * 2);
 }
 
-// Four rotated pairs (j + e, j + e + HD / 2), e < 4, of one head of a row (x: the head's first
-// element): bias_rope_store_vec_kernel's arithmetic, the bias added in fp32, the angle's sincosf
-// and the rotation in fp32, into x1 (the first halves) and x2, not yet rounded.
-template <class A, int HD>
-__device__ __forceinline__ void rotate_quad(const A* x, const A* bias, const float* inv_freq, std::int64_t pos, int j,
-                                            float (&x1)[4], float (&x2)[4]) {
-  load4(x + j, x1);
-  load4(x + j + HD / 2, x2);
-  if (bias) {
+// Eight values of one head of a row as loaded, still as A's bits (so that nothing waits on the
+// loads until their values are used): four at lo and four at hi (q or k: j and j + HD / 2 of the
+// head, rotated as pairs; v: d and d + 4), the bias's at the same places, and for a rotated quad
+// its four inverse frequencies. load_quad issues the loads; finish_quad is
+// bias_rope_store_vec_kernel's arithmetic (the bias added in fp32, the angle's sincosf and the
+// rotation in fp32), leaving x1 (lo) and x2 (hi) not yet rounded.
+struct quad_bits {
+  uint2 x1, x2, b1, b2;
+  float4 freq;
+  bool bias, rotate;
+};
+template <class A>
+__device__ __forceinline__ quad_bits load_quad(const A* lo, const A* hi, const A* bias_lo, const A* bias_hi,
+                                               const float* freq) {
+  quad_bits q{};
+  q.x1 = *reinterpret_cast<const uint2*>(lo);
+  q.x2 = *reinterpret_cast<const uint2*>(hi);
+  q.bias = bias_lo != nullptr;
+  if (q.bias) {
+    q.b1 = *reinterpret_cast<const uint2*>(bias_lo);
+    q.b2 = *reinterpret_cast<const uint2*>(bias_hi);
+  }
+  q.rotate = freq != nullptr;
+  if (q.rotate) q.freq = *reinterpret_cast<const float4*>(freq);
+  return q;
+}
+template <class A>
+__device__ __forceinline__ void finish_quad(const quad_bits& q, std::int64_t pos, float (&x1)[4], float (&x2)[4]) {
+  unpack4<A>(q.x1, x1);
+  unpack4<A>(q.x2, x2);
+  if (q.bias) {
     float b1[4], b2[4];
-    load4(bias + j, b1);
-    load4(bias + j + HD / 2, b2);
+    unpack4<A>(q.b1, b1);
+    unpack4<A>(q.b2, b2);
 #pragma unroll
     for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
   }
+  if (!q.rotate) return;
+  const float f[4] = {q.freq.x, q.freq.y, q.freq.z, q.freq.w};
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const float2 y = rope_rotate(x1[e], x2[e], rope_cos_sin(pos, inv_freq[j + e]));
+    const float2 y = rope_rotate(x1[e], x2[e], rope_cos_sin(pos, f[e]));
     x1[e] = y.x, x2[e] = y.y;
   }
 }
 
+// Quad j / 4 of q's head at x (its first element): four rotated pairs (j + e, j + e + HD / 2).
+template <class A, int HD>
+__device__ __forceinline__ quad_bits load_q_quad(const A* x, const A* bias, const float* inv_freq, int j) {
+  return load_quad<A>(x + j, x + j + HD / 2, bias ? bias + j : nullptr, bias ? bias + j + HD / 2 : nullptr,
+                      inv_freq + j);
+}
+
 // bias_rope_store's step for one row of the wide kernel's (row, kv head) pair, done by the
 // attention itself (decode_rope): item i of HD / 4. Items below HD / 8 take four rotated pairs (j,
-// j + HD / 2) of k, j = 4 i (rotate_quad); the others eight values of v at 8 (i - HD / 8), the bias
-// added in fp32. One rounding to the cache's element, stored at the row's position. x1 and x2 are
-// left holding the fp32 values before that rounding (k's two halves, or v's two fours), which the
-// ring's copy of the row is stored from the same way.
+// j + HD / 2) of k, j = 4 i; the others eight values of v at 8 (i - HD / 8), the bias added in
+// fp32. load_new_item issues the loads; store_new_item rounds once to the cache's element and
+// stores at the row's position, leaving x1 and x2 holding the fp32 values before that rounding (k's
+// two halves, or v's two fours), which the ring's copy of the row is stored from the same way.
+template <class A, int HD>
+__device__ __forceinline__ quad_bits load_new_item(const A* row_k, const A* row_v, const A* bias_k, const A* bias_v,
+                                                   const float* inv_freq, int i) {
+  constexpr int quads = HD / 8;
+  if (i < quads) return load_q_quad<A, HD>(row_k, bias_k, inv_freq, 4 * i);
+  const int d = 8 * (i - quads);
+  return load_quad<A>(row_v + d, row_v + d + 4, bias_v ? bias_v + d : nullptr, bias_v ? bias_v + d + 4 : nullptr,
+                      nullptr);
+}
 template <class A, int HD, class C>
-__device__ __forceinline__ void rotate_new_row(const A* row_k, const A* row_v, const A* bias_k, const A* bias_v,
-                                               const float* inv_freq, std::int64_t pos, int i, C* k_row, C* v_row,
+__device__ __forceinline__ void store_new_item(const quad_bits& q, std::int64_t pos, int i, C* k_row, C* v_row,
                                                float (&x1)[4], float (&x2)[4]) {
   constexpr int quads = HD / 8;
+  finish_quad<A>(q, pos, x1, x2);
   if (i < quads) {
-    const int j = 4 * i;
-    rotate_quad<A, HD>(row_k, bias_k, inv_freq, pos, j, x1, x2);
-    store4(k_row + j, x1);
-    store4(k_row + j + HD / 2, x2);
+    store4(k_row + 4 * i, x1);
+    store4(k_row + 4 * i + HD / 2, x2);
   } else {
-    const int d = 8 * (i - quads);
-    load4(row_v + d, x1);
-    load4(row_v + d + 4, x2);
-    if (bias_v) {
-      float b1[4], b2[4];
-      load4(bias_v + d, b1);
-      load4(bias_v + d + 4, b2);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x1[e] += b1[e], x2[e] += b2[e];
-    }
-    store4(v_row + d, x1);
-    store4(v_row + d + 4, x2);
+    store4(v_row + 8 * (i - quads), x1);
+    store4(v_row + 8 * (i - quads) + 4, x2);
   }
 }
 
@@ -564,44 +592,55 @@ __global__ void __launch_bounds__(wide_warps * 32)
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait counts uniform
   };
-  const bool rotates = rope.inv_freq != nullptr;
-  if (!rotates) {
-    // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0.
-    load_tile<HD, threads>(sq, qkv + t * width + kvh * group * HD, HD, 16, group);
-  }
-#pragma unroll
-  for (int j = 0; j < wide_stages - 1; ++j) issue(j);
   // decode_rope: bias_rope_store's work on this row, while the first tiles are in flight. q of the
   // group's heads rotated into rows 0 .. group - 1 of sq (rounded to A, as bias_rope_store writes
   // them back), the rest zero. The new position's k (rotated) and v into the cache by the block
   // whose keys hold it, their values kept for its ring's copy of that row, which the cp.async
-  // brought from the cache before or while the row was stored (patched below).
-  constexpr int row_items = HD / 4;  // k's quads, then v's octets (rotate_new_row)
-  float new_lo[4], new_hi[4];
+  // brought from the cache before or while the row was stored (patched below). A thread's first q
+  // quad and its item of the new row are loaded before the ring's copies are issued, so that those
+  // loads do not queue behind the copies (the qkv row is in the L2, the cache is not).
+  const bool rotates = rope.inv_freq != nullptr;
+  constexpr int quads = HD / 8, row_items = HD / 4;  // row_items: k's quads, then v's octets
+  const A* row = qkv + t * width;
+  const int tid = static_cast<int>(threadIdx.x);
   const bool in_cache = pos < s.max_context;
   const int new_tile = rotates && in_cache && pos >= first_key && pos < end_key
                            ? (static_cast<int>(pos) - first_key) / wide_tile
                            : -1;  // this block's tile holding the new key, if any
+  const auto q_quad = [&](int i) {
+    const std::int64_t head = (kvh * group + i / quads) * HD;
+    return load_q_quad<A, HD>(row + head, rope.bias ? rope.bias + head : nullptr, rope.inv_freq, 4 * (i % quads));
+  };
+  quad_bits first_q{}, new_item{};
+  if (rotates && tid < group * quads) first_q = q_quad(tid);
+  const bool stores_new = new_tile >= 0 && tid < row_items;
+  if (stores_new) {
+    const std::int64_t kv_dim = s.kv_heads * HD;
+    new_item = load_new_item<A, HD>(row + q_dim + kvh * HD, row + q_dim + kv_dim + kvh * HD,
+                                    rope.bias ? rope.bias + q_dim + kvh * HD : nullptr,
+                                    rope.bias ? rope.bias + q_dim + kv_dim + kvh * HD : nullptr, rope.inv_freq, tid);
+  }
+  if (!rotates) {
+    // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0.
+    load_tile<HD, threads>(sq, qkv + t * width + kvh * group * HD, HD, 16, group);
+  }
+  // Every buffer of the ring issued: the loop issues tile j + wide_stages - 1 from j = 1 on.
+#pragma unroll
+  for (int j = 0; j < wide_stages; ++j) issue(j);
+  float new_lo[4], new_hi[4];
   if (rotates) {
-    constexpr int quads = HD / 8;
-    const A* row = qkv + t * width;
-    for (int i = static_cast<int>(threadIdx.x); i < group * quads; i += threads) {
-      const int g = i / quads, j = 4 * (i % quads);
-      const std::int64_t head = (kvh * group + g) * HD;
+    for (int i = tid; i < group * quads; i += threads) {
       float x1[4], x2[4];
-      rotate_quad<A, HD>(row + head, rope.bias ? rope.bias + head : nullptr, rope.inv_freq, pos, j, x1, x2);
+      finish_quad<A>(i == tid ? first_q : q_quad(i), pos, x1, x2);
+      const int g = i / quads, j = 4 * (i % quads);
       store4(tile_element<HD, A>(sq, g, j), x1);
       store4(tile_element<HD, A>(sq, g, j + HD / 2), x2);
     }
-    for (int i = static_cast<int>(threadIdx.x); i < (16 - group) * (HD / 8); i += threads)
+    for (int i = tid; i < (16 - group) * (HD / 8); i += threads)
       *reinterpret_cast<uint4*>(sq + swizzle<HD>(group + i / (HD / 8), i % (HD / 8))) = make_uint4(0, 0, 0, 0);
-    if (new_tile >= 0 && static_cast<int>(threadIdx.x) < row_items) {
-      const std::int64_t q_dim = s.heads * HD, kv_dim = s.kv_heads * HD;
+    if (stores_new) {
       const std::int64_t at = ((seq * s.kv_heads + kvh) * s.max_context + pos) * HD;
-      rotate_new_row<A, HD, C>(row + q_dim + kvh * HD, row + q_dim + kv_dim + kvh * HD,
-                               rope.bias ? rope.bias + q_dim + kvh * HD : nullptr,
-                               rope.bias ? rope.bias + q_dim + kv_dim + kvh * HD : nullptr, rope.inv_freq, pos,
-                               static_cast<int>(threadIdx.x), static_cast<C*>(rope.k_cache) + at,
+      store_new_item<A, HD, C>(new_item, pos, tid, static_cast<C*>(rope.k_cache) + at,
                                static_cast<C*>(rope.v_cache) + at, new_lo, new_hi);
     }
   }
@@ -613,11 +652,15 @@ __global__ void __launch_bounds__(wide_warps * 32)
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
   for (int j = 0; j < tiles; ++j) {
-    cp_async_wait<wide_stages - 2>();
+    // Groups committed before this wait: tiles 0 .. wide_stages - 1, then one a pass from j = 1.
+    if (j == 0)
+      cp_async_wait<wide_stages - 1>();
+    else
+      cp_async_wait<wide_stages - 2>();
     __syncthreads();  // tile j (and q) landed; everyone is done with the buffer tile j - 1 used
-    issue(j + wide_stages - 1);
+    if (j > 0) issue(j + wide_stages - 1);
     if (j == new_tile) {  // the new key's row, as stored, over what the copy brought
-      const int r = static_cast<int>(pos) - (first_key + j * wide_tile), i = static_cast<int>(threadIdx.x);
+      const int r = static_cast<int>(pos) - (first_key + j * wide_tile), i = tid;
       if (i < HD / 8) {
         store4(tile_element<HD, C>(k_buf(j % wide_stages), r, 4 * i), new_lo);
         store4(tile_element<HD, C>(k_buf(j % wide_stages), r, 4 * i + HD / 2), new_hi);
@@ -706,6 +749,73 @@ __global__ void __launch_bounds__(wide_warps * 32)
     l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
   }
   __syncthreads();  // the ring becomes the warps' states
+  if (splits == 1) {
+    // No cluster: this block's two warps hold every key of the row, in the same fragment layout.
+    // Each finishes half of the head's columns: it hands the other warp that warp's half of its
+    // accumulators (and its m and l) through shared memory in fragment order, 16 bytes a lane, and
+    // merges the other's into its own, in registers (one barrier, no pass over a row-major copy).
+    static_assert(wide_warps == 2 && NT % 2 == 0, "two warps, each finishing half of the columns");
+    constexpr int half = NT / 2, words = half + 1;  // float4s a lane: the other half's o, then m and l
+    float4* mine = reinterpret_cast<float4*>(smem + L::ring) + warp * words * 32 + lane;
+    const float4* theirs = reinterpret_cast<const float4*>(smem + L::ring) + (1 - warp) * words * 32 + lane;
+    // The accumulators indexed at compile time on either side of the warp's branch (a runtime
+    // index would put o in local memory).
+    const auto hand = [&](auto w_c) {
+      constexpr int give = (1 - decltype(w_c)::value) * half;
+#pragma unroll
+      for (int n = 0; n < half; ++n)
+        mine[n * 32] = make_float4(o[give + n][0], o[give + n][1], o[give + n][2], o[give + n][3]);
+      mine[half * 32] = make_float4(m_lo, m_hi, l_lo, l_hi);
+    };
+    const auto merge = [&](auto w_c) {
+      constexpr int w = decltype(w_c)::value, keep = w * half;
+      // Warp 0's state first, as a row-major merge over the warps takes them (a warp without keys
+      // holds m = -inf, l = 0 and o = 0).
+      const float4 ml = theirs[half * 32];
+      const float m0[2] = {w == 0 ? m_lo : ml.x, w == 0 ? m_hi : ml.y};
+      const float l0[2] = {w == 0 ? l_lo : ml.z, w == 0 ? l_hi : ml.w};
+      const float m1[2] = {w == 0 ? ml.x : m_lo, w == 0 ? ml.y : m_hi};
+      const float l1[2] = {w == 0 ? ml.z : l_lo, w == 0 ? ml.w : l_hi};
+      float w0[2], w1[2], den[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float mx = fmaxf(m0[h], m1[h]);
+        w0[h] = m0[h] == -INFINITY ? 0.0f : exp2f(m0[h] - mx);
+        w1[h] = m1[h] == -INFINITY ? 0.0f : exp2f(m1[h] - mx);
+        den[h] = fmaf(w1[h], l1[h], w0[h] * l0[h]);
+      }
+      A* out_row = out + t * q_dim + kvh * group * HD;
+#pragma unroll
+      for (int n = 0; n < half; ++n) {
+        const float4 other = theirs[n * 32];
+        const float own[4] = {o[keep + n][0], o[keep + n][1], o[keep + n][2], o[keep + n][3]};
+        const float got[4] = {other.x, other.y, other.z, other.w};
+        const int col = (keep + n) * 8 + 2 * t4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // rows g, then g + 8
+          const int r = g + 8 * h;
+          if (r >= group) continue;
+          float v[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float a0 = w == 0 ? own[2 * h + e] : got[2 * h + e], a1 = w == 0 ? got[2 * h + e] : own[2 * h + e];
+            v[e] = fmaf(w1[h], a1, w0[h] * a0) / den[h];
+          }
+          *reinterpret_cast<unsigned*>(out_row + r * HD + col) = pack2<A>(v[0], v[1]);
+        }
+      }
+    };
+    if (warp == 0)
+      hand(std::integral_constant<int, 0>{});
+    else
+      hand(std::integral_constant<int, 1>{});
+    __syncthreads();
+    if (warp == 0)
+      merge(std::integral_constant<int, 0>{});
+    else
+      merge(std::integral_constant<int, 1>{});
+    return;
+  }
   float* st = reinterpret_cast<float*>(smem + L::ring) + static_cast<std::size_t>(warp) * 16 * (HD + 2);
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
@@ -721,26 +831,6 @@ __global__ void __launch_bounds__(wide_warps * 32)
     st[(g + 8) * (HD + 2) + HD + 1] = l_hi;
   }
   const float* states = reinterpret_cast<const float*>(smem + L::ring);
-  if (splits == 1) {  // no cluster: this block's warps hold every key of the row
-    __syncthreads();
-    for (int idx = static_cast<int>(threadIdx.x); idx < group * HD; idx += threads) {
-      const int r = idx / HD, d = idx % HD;
-      float mx = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < wide_warps; ++w) mx = fmaxf(mx, states[(w * 16 + r) * (HD + 2) + HD]);
-      float num = 0.0f, den = 0.0f;
-#pragma unroll
-      for (int w = 0; w < wide_warps; ++w) {
-        const float* row = states + (w * 16 + r) * (HD + 2);
-        if (row[HD] == -INFINITY) continue;  // the warp had no key
-        const float wgt = exp2f(row[HD] - mx);
-        num = fmaf(wgt, row[d], num);
-        den = fmaf(wgt, row[HD + 1], den);
-      }
-      out[t * q_dim + (kvh * group + r) * HD + d] = from_float<A>(num / den);
-    }
-    return;
-  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Split over a cluster: every block's warps' states merged by each block for its share of the
   // outputs, in (block rank, warp) order, the remote loads of a row's states in flight together.
