@@ -155,6 +155,10 @@ __global__ void __launch_bounds__(threads, 1)
     tma::barrier_init_fence();
   }
   __syncthreads();
+  // Launched with PDL where programmatic_launch_enabled() (launch.cuh): qkv is read, and out
+  // written, only after the previous kernel (qkv_rope_store or bias_rope_store) completed.
+  grid_dependents_launch();
+  grid_dependency_wait();
 
   if (wg == 0) {
     if (tid != 0) return;
