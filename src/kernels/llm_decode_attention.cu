@@ -373,8 +373,10 @@ __global__ void __launch_bounds__(decode_threads)
 // warp computes scores for every head of the group at once. Keys come in tiles of 16 per warp
 // through a ring of wide_stages shared-memory buffers (cp.async, swizzled as in the prefill
 // kernel), so two tiles are in flight while one is computed; warp w takes keys 16w .. 16w + 15 of
-// each tile with its own online softmax, and the warps' states are merged in shared memory at
-// the end. P is rounded to A for the P V product, as in the prefill kernel.
+// each tile with its own online softmax. At the end a block holding all of a row's keys has its two
+// warps exchange half of their states through shared memory and merge in registers; a cluster
+// merges every block's warps' states through distributed shared memory. P is rounded to A for
+// the P V product, as in the prefill kernel.
 //
 // Sized so that the blocks of a batch-64 llama-3.1-8b step (512) fit the H200 in one wave: with
 // four warps and two buffers (80 KB, three blocks per SM) the second wave ran a quarter full and
@@ -400,9 +402,13 @@ struct wide_layout {
   static constexpr std::size_t ring = q + 16 * HD * 2;          // per stage: K tile, then V tile
   static constexpr std::size_t widened = ring + wide_stages * 2 * tile;  // fp8: K then V, 16-bit [32][HD]
   static constexpr std::size_t bytes = widened + (fp8 ? 2 * widened_tile : 0);
-  // After the loop, over the ring: per warp O [16][HD] fp32, then m and l [16] each.
+  // After the loop, over the ring. In a cluster: per warp O [16][HD] fp32, then m and l [16] each.
   static constexpr std::size_t states = static_cast<std::size_t>(wide_warps) * 16 * (HD + 2) * 4;
   static_assert(states <= bytes - ring, "the warps' states must fit over the ring");
+  // One block a row: per warp the other warp's half of its O fragments, then its m and l, a float4
+  // a lane each.
+  static constexpr std::size_t exchange = static_cast<std::size_t>(wide_warps) * (HD / 16 + 1) * 32 * 16;
+  static_assert(exchange <= bytes - ring, "the warps' exchange must fit over the ring");
 };
 
 // `count` rows of HD fp8 codes from src (rows HD apart) into a row-major tile, rows at or past
@@ -514,11 +520,17 @@ __device__ __forceinline__ void finish_quad(const quad_bits& q, std::int64_t pos
   }
 }
 
-// Quad j / 4 of q's head at x (its first element): four rotated pairs (j + e, j + e + HD / 2).
+// p + off, or null where p is.
+template <class T>
+__device__ __forceinline__ const T* offset_or_null(const T* p, std::int64_t off) {
+  return p ? p + off : nullptr;
+}
+
+// Quad j / 4 of a q or k head at x (its first element): four rotated pairs (j + e, j + e + HD / 2).
+// inv_freq 16-byte aligned (one float4 load).
 template <class A, int HD>
-__device__ __forceinline__ quad_bits load_q_quad(const A* x, const A* bias, const float* inv_freq, int j) {
-  return load_quad<A>(x + j, x + j + HD / 2, bias ? bias + j : nullptr, bias ? bias + j + HD / 2 : nullptr,
-                      inv_freq + j);
+__device__ __forceinline__ quad_bits load_rotated_quad(const A* x, const A* bias, const float* inv_freq, int j) {
+  return load_quad<A>(x + j, x + j + HD / 2, offset_or_null(bias, j), offset_or_null(bias, j + HD / 2), inv_freq + j);
 }
 
 // bias_rope_store's step for one row of the wide kernel's (row, kv head) pair, done by the
@@ -527,27 +539,33 @@ __device__ __forceinline__ quad_bits load_q_quad(const A* x, const A* bias, cons
 // fp32. load_new_item issues the loads; store_new_item rounds once to the cache's element and
 // stores at the row's position, leaving x1 and x2 holding the fp32 values before that rounding (k's
 // two halves, or v's two fours), which the ring's copy of the row is stored from the same way.
+// Where item i lies in its head: k (i < HD / 8) or v, and the first elements of its two fours.
+struct item_place {
+  bool k;
+  int lo, hi;
+};
+template <int HD>
+__device__ __forceinline__ item_place new_item_place(int i) {
+  constexpr int quads = HD / 8;
+  if (i < quads) return {true, 4 * i, 4 * i + HD / 2};
+  return {false, 8 * (i - quads), 8 * (i - quads) + 4};
+}
 template <class A, int HD>
 __device__ __forceinline__ quad_bits load_new_item(const A* row_k, const A* row_v, const A* bias_k, const A* bias_v,
                                                    const float* inv_freq, int i) {
-  constexpr int quads = HD / 8;
-  if (i < quads) return load_q_quad<A, HD>(row_k, bias_k, inv_freq, 4 * i);
-  const int d = 8 * (i - quads);
-  return load_quad<A>(row_v + d, row_v + d + 4, bias_v ? bias_v + d : nullptr, bias_v ? bias_v + d + 4 : nullptr,
+  const item_place at = new_item_place<HD>(i);
+  if (at.k) return load_rotated_quad<A, HD>(row_k, bias_k, inv_freq, at.lo);
+  return load_quad<A>(row_v + at.lo, row_v + at.hi, offset_or_null(bias_v, at.lo), offset_or_null(bias_v, at.hi),
                       nullptr);
 }
 template <class A, int HD, class C>
 __device__ __forceinline__ void store_new_item(const quad_bits& q, std::int64_t pos, int i, C* k_row, C* v_row,
                                                float (&x1)[4], float (&x2)[4]) {
-  constexpr int quads = HD / 8;
   finish_quad<A>(q, pos, x1, x2);
-  if (i < quads) {
-    store4(k_row + 4 * i, x1);
-    store4(k_row + 4 * i + HD / 2, x2);
-  } else {
-    store4(v_row + 8 * (i - quads), x1);
-    store4(v_row + 8 * (i - quads) + 4, x2);
-  }
+  const item_place at = new_item_place<HD>(i);
+  C* to = at.k ? k_row : v_row;
+  store4(to + at.lo, x1);
+  store4(to + at.hi, x2);
 }
 
 template <class A, int HD, class C>
@@ -609,7 +627,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
                            : -1;  // this block's tile holding the new key, if any
   const auto q_quad = [&](int i) {
     const std::int64_t head = (kvh * group + i / quads) * HD;
-    return load_q_quad<A, HD>(row + head, rope.bias ? rope.bias + head : nullptr, rope.inv_freq, 4 * (i % quads));
+    return load_rotated_quad<A, HD>(row + head, offset_or_null(rope.bias, head), rope.inv_freq, 4 * (i % quads));
   };
   quad_bits first_q{}, new_item{};
   if (rotates && tid < group * quads) first_q = q_quad(tid);
@@ -617,12 +635,12 @@ __global__ void __launch_bounds__(wide_warps * 32)
   if (stores_new) {
     const std::int64_t kv_dim = s.kv_heads * HD;
     new_item = load_new_item<A, HD>(row + q_dim + kvh * HD, row + q_dim + kv_dim + kvh * HD,
-                                    rope.bias ? rope.bias + q_dim + kvh * HD : nullptr,
-                                    rope.bias ? rope.bias + q_dim + kv_dim + kvh * HD : nullptr, rope.inv_freq, tid);
+                                    offset_or_null(rope.bias, q_dim + kvh * HD),
+                                    offset_or_null(rope.bias, q_dim + kv_dim + kvh * HD), rope.inv_freq, tid);
   }
   if (!rotates) {
     // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0.
-    load_tile<HD, threads>(sq, qkv + t * width + kvh * group * HD, HD, 16, group);
+    load_tile<HD, threads>(sq, row + kvh * group * HD, HD, 16, group);
   }
   // Every buffer of the ring issued: the loop issues tile j + wide_stages - 1 from j = 1 on.
 #pragma unroll
@@ -636,8 +654,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
       store4(tile_element<HD, A>(sq, g, j), x1);
       store4(tile_element<HD, A>(sq, g, j + HD / 2), x2);
     }
-    for (int i = tid; i < (16 - group) * (HD / 8); i += threads)
-      *reinterpret_cast<uint4*>(sq + swizzle<HD>(group + i / (HD / 8), i % (HD / 8))) = make_uint4(0, 0, 0, 0);
+    for (int i = tid; i < (16 - group) * quads; i += threads)  // (a row of HD is `quads` 16-byte chunks)
+      *reinterpret_cast<uint4*>(sq + swizzle<HD>(group + i / quads, i % quads)) = make_uint4(0, 0, 0, 0);
     if (stores_new) {
       const std::int64_t at = ((seq * s.kv_heads + kvh) * s.max_context + pos) * HD;
       store_new_item<A, HD, C>(new_item, pos, tid, static_cast<C*>(rope.k_cache) + at,
@@ -660,13 +678,12 @@ __global__ void __launch_bounds__(wide_warps * 32)
     __syncthreads();  // tile j (and q) landed; everyone is done with the buffer tile j - 1 used
     if (j > 0) issue(j + wide_stages - 1);
     if (j == new_tile) {  // the new key's row, as stored, over what the copy brought
-      const int r = static_cast<int>(pos) - (first_key + j * wide_tile), i = tid;
-      if (i < HD / 8) {
-        store4(tile_element<HD, C>(k_buf(j % wide_stages), r, 4 * i), new_lo);
-        store4(tile_element<HD, C>(k_buf(j % wide_stages), r, 4 * i + HD / 2), new_hi);
-      } else if (i < row_items) {
-        store4(tile_element<HD, C>(v_buf(j % wide_stages), r, 8 * (i - HD / 8)), new_lo);
-        store4(tile_element<HD, C>(v_buf(j % wide_stages), r, 8 * (i - HD / 8) + 4), new_hi);
+      const int r = static_cast<int>(pos) - (first_key + j * wide_tile);
+      if (tid < row_items) {
+        const item_place at = new_item_place<HD>(tid);
+        unsigned char* tile = at.k ? k_buf(j % wide_stages) : v_buf(j % wide_stages);
+        store4(tile_element<HD, C>(tile, r, at.lo), new_lo);
+        store4(tile_element<HD, C>(tile, r, at.hi), new_hi);
       }
       __syncthreads();
     }

@@ -118,7 +118,7 @@ void bias_rope_store(A* qkv, const A* bias, const float* inv_freq, const std::in
 template <class A>
 struct decode_rope {
   const A* bias = nullptr;
-  const float* inv_freq = nullptr;
+  const float* inv_freq = nullptr;  // 16-byte aligned (read four at a time)
   void* k_cache = nullptr;  // the caches the new k and v go into: the attention's own
   void* v_cache = nullptr;
 };

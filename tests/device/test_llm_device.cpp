@@ -977,49 +977,56 @@ double decode_step_against_reference(cuda_engine& eng, const reference_model& re
 // (decode_attention_rotates: q rotated as the kernel reads it; the new key's k and v stored by the
 // block whose keys hold its position, and written over that block's copy of the row): decode steps
 // against the cpu reference through 42 positions from a prompt of 25 (the new key first, inside and
-// last in the kernel's 32-key tiles, and in each block of a split), attention biases, head_dim 128,
-// a bf16 and an fp8 cache (the reference's cache e4m3 too): batch 8 (16 (row, kv head) pairs: a
-// pair's keys dealt over a cluster of blocks) and 80 (a block a pair); then the CUDA graph's steps
-// against the eager ones, token for token.
+// last in the kernel's 32-key tiles, and in each block of a split), attention biases, a bf16 and an
+// fp8 cache (the reference's cache e4m3 too): batch 8 (16 (row, kv head) pairs: a pair's keys dealt
+// over a cluster of blocks) and 80 (a block a pair); then the CUDA graph's steps against the eager
+// ones, token for token. Groups of 4 query heads a kv head at head_dim 128 (llama), 7 (qwen2.5:
+// more q quads than the block's 64 threads, so a thread rotates a second) and 1 at head_dim 64.
 TEST_F(llm_cuda, rope_in_decode_attention_matches_cpu_reference) {
-  model_config c = tiny_at_head_dim(128, 8, 2);
-  c.attention_bias = true;
-  const model_weights w = random_weights(c, dtype::bf16, 777);
-  constexpr std::int64_t prompt = 25, steps = 42;
-  for (const dtype kv : {dtype::bf16, dtype::fp8_e4m3}) {
-    const reference_model ref(w, kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32);
-    const double tolerance = kv == dtype::fp8_e4m3 ? fp8_kv_tolerance : logits_tolerance;
-    for (const std::int64_t batch : {8, 80}) {
-      SCOPED_TRACE(std::string(dtype_name(kv)) + " KV cache, batch " + std::to_string(batch));
-      const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, static_cast<std::uint32_t>(batch + 5));
-      engine_options opts;
-      opts.batch = batch;
-      opts.max_context = prompt + steps + 1;
-      opts.max_prompt = prompt;
-      opts.kv = kv;
-      cuda_engine eng(*m_dev, w, opts);
-      (void)eng.prefill(ids, prompt);
-      const std::vector<std::int64_t> checked = {0, batch / 2 + 1, batch - 1};
-      std::vector<sequence> seqs;
-      for (const auto b : checked) {
-        seqs.push_back(ref.new_sequence());
-        (void)ref.prefill(seqs.back(), std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
-      }
-      double worst = 0;
-      for (std::int64_t step = 0; step < steps; ++step)
-        worst = std::max(worst, decode_step_against_reference(eng, ref, seqs, checked, batch, c.vocab, step, 11, 7,
-                                                              tolerance));
-      std::printf("RoPE in the decode attention, %s KV cache, batch %lld: worst normalised error over %lld steps "
-                  "%.3g (tolerance %.3g)\n",
-                  std::string(dtype_name(kv)).c_str(), static_cast<long long>(batch), static_cast<long long>(steps),
-                  worst, tolerance);
-      cuda_engine eager(*m_dev, w, opts), graph(*m_dev, w, opts);
-      (void)eager.prefill(ids, prompt);
-      (void)graph.prefill(ids, prompt);
-      for (std::int64_t step = 0; step < steps; ++step) {
-        eager.decode_device();
-        graph.decode_graph();
-        ASSERT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
+  for (const auto& [head_dim, heads, kv_heads] :
+       {std::tuple{128, 8, 2}, std::tuple{128, 14, 2}, std::tuple{64, 2, 2}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", " + std::to_string(heads) + " heads, " +
+                 std::to_string(kv_heads) + " kv heads");
+    model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
+    c.attention_bias = true;
+    const model_weights w = random_weights(c, dtype::bf16, 777);
+    constexpr std::int64_t prompt = 25, steps = 42;
+    for (const dtype kv : {dtype::bf16, dtype::fp8_e4m3}) {
+      const reference_model ref(w, kv == dtype::fp8_e4m3 ? dtype::fp8_e4m3 : dtype::fp32);
+      const double tolerance = kv == dtype::fp8_e4m3 ? fp8_kv_tolerance : logits_tolerance;
+      for (const std::int64_t batch : {8, 80}) {
+        SCOPED_TRACE(std::string(dtype_name(kv)) + " KV cache, batch " + std::to_string(batch));
+        const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, static_cast<std::uint32_t>(batch + 5));
+        engine_options opts;
+        opts.batch = batch;
+        opts.max_context = prompt + steps + 1;
+        opts.max_prompt = prompt;
+        opts.kv = kv;
+        cuda_engine eng(*m_dev, w, opts);
+        (void)eng.prefill(ids, prompt);
+        const std::vector<std::int64_t> checked = {0, batch / 2 + 1, batch - 1};
+        std::vector<sequence> seqs;
+        for (const auto b : checked) {
+          seqs.push_back(ref.new_sequence());
+          (void)ref.prefill(seqs.back(),
+                            std::vector<std::int32_t>(ids.begin() + b * prompt, ids.begin() + (b + 1) * prompt));
+        }
+        double worst = 0;
+        for (std::int64_t step = 0; step < steps; ++step)
+          worst = std::max(worst, decode_step_against_reference(eng, ref, seqs, checked, batch, c.vocab, step, 11, 7,
+                                                                tolerance));
+        std::printf("RoPE in the decode attention, head_dim %d, group %d, %s KV cache, batch %lld: worst normalised "
+                    "error over %lld steps %.3g (tolerance %.3g)\n",
+                    head_dim, heads / kv_heads, std::string(dtype_name(kv)).c_str(), static_cast<long long>(batch),
+                    static_cast<long long>(steps), worst, tolerance);
+        cuda_engine eager(*m_dev, w, opts), graph(*m_dev, w, opts);
+        (void)eager.prefill(ids, prompt);
+        (void)graph.prefill(ids, prompt);
+        for (std::int64_t step = 0; step < steps; ++step) {
+          eager.decode_device();
+          graph.decode_graph();
+          ASSERT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
+        }
       }
     }
   }
