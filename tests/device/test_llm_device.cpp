@@ -842,6 +842,22 @@ engine_options with_kv(engine_options o, dtype kv) {
   return o;
 }
 
+// Two engines of `opts` after the same prefill: the device-driven eager step and the CUDA graph's
+// give the same tokens, step after step (the first step that differs is reported and ends it).
+void expect_graph_matches_eager(itera::backend& dev, const model_weights& w, const engine_options& opts,
+                                const std::vector<std::int32_t>& ids, std::int64_t prompt, std::int64_t steps) {
+  cuda_engine eager(dev, w, opts), graph(dev, w, opts);
+  (void)eager.prefill(ids, prompt);
+  (void)graph.prefill(ids, prompt);
+  for (std::int64_t step = 0; step < steps; ++step) {
+    eager.decode_device();
+    graph.decode_graph();
+    const auto from_graph = graph.read_ids(), from_eager = eager.read_ids();
+    EXPECT_EQ(from_graph, from_eager) << "decode step " << step + 1 << ": the graph's tokens against the eager step's";
+    if (from_graph != from_eager) return;
+  }
+}
+
 // At batch 2 (the decode attention on CUDA cores, keys split over a cluster on sm_90): every
 // prefill position, decode steps fed the reference's tokens, the engine's own tokens eagerly and
 // through its CUDA graph, a one-token prefill; bf16 and fp8 weights. The negative checks: the fp8
@@ -927,15 +943,7 @@ TEST_F(llm_cuda, tiny_fp8_kv_cache_matches_cpu_reference) {
 
     // The device-driven step and its CUDA graph: the same tokens (the same kernels, fixed-order sums).
     opts.all_position_logits = false;
-    cuda_engine eager(*m_dev, bf16_w, with_kv(opts, dtype::fp8_e4m3));
-    cuda_engine graph(*m_dev, bf16_w, with_kv(opts, dtype::fp8_e4m3));
-    (void)eager.prefill(ids, prompt);
-    (void)graph.prefill(ids, prompt);
-    for (std::int64_t step = 0; step < steps; ++step) {
-      eager.decode_device();
-      graph.decode_graph();
-      EXPECT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
-    }
+    expect_graph_matches_eager(*m_dev, bf16_w, with_kv(opts, dtype::fp8_e4m3), ids, prompt, steps);
 
     // A one-token prompt: its attention reads its own row too (the general kernel), not the cache.
     const std::vector<std::int32_t> one = {ids[0], ids[1]};
@@ -1019,14 +1027,7 @@ TEST_F(llm_cuda, rope_in_decode_attention_matches_cpu_reference) {
                     "error over %lld steps %.3g (tolerance %.3g)\n",
                     head_dim, heads / kv_heads, std::string(dtype_name(kv)).c_str(), static_cast<long long>(batch),
                     static_cast<long long>(steps), worst, tolerance);
-        cuda_engine eager(*m_dev, w, opts), graph(*m_dev, w, opts);
-        (void)eager.prefill(ids, prompt);
-        (void)graph.prefill(ids, prompt);
-        for (std::int64_t step = 0; step < steps; ++step) {
-          eager.decode_device();
-          graph.decode_graph();
-          ASSERT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
-        }
+        expect_graph_matches_eager(*m_dev, w, opts, ids, prompt, steps);
       }
     }
   }
@@ -1188,14 +1189,7 @@ TEST_F(llm_cuda, tiny_fp16_compute_matches_cpu_reference) {
     // The device-driven step and its CUDA graph: the same tokens.
     engine_options last_only = with_kv(opts, kv);
     last_only.all_position_logits = false;
-    cuda_engine eager(*m_dev, w, last_only), graph(*m_dev, w, last_only);
-    (void)eager.prefill(ids, prompt);
-    (void)graph.prefill(ids, prompt);
-    for (std::int64_t step = 0; step < steps; ++step) {
-      eager.decode_device();
-      graph.decode_graph();
-      EXPECT_EQ(graph.read_ids(), eager.read_ids()) << "decode step " << step + 1;
-    }
+    expect_graph_matches_eager(*m_dev, w, last_only, ids, prompt, steps);
   }
 
   // bf16 compute on the same fp16 weight values.
