@@ -538,8 +538,8 @@ __device__ __forceinline__ quad_bits load_rotated_quad(const A* x, const A* bias
 // j + HD / 2) of k, j = 4 i; the others eight values of v at 8 (i - HD / 8), the bias added in
 // fp32. load_new_item issues the loads; store_new_item rounds once to the cache's element and
 // stores at the row's position, leaving x1 and x2 holding the fp32 values before that rounding (k's
-// two halves, or v's two fours), which the ring's copy of the row is stored from the same way.
-// Where item i lies in its head: k (i < HD / 8) or v, and the first elements of its two fours.
+// two halves, or v's two fours), which the ring's copy of the row is stored from the same way
+// (new_item_place: where item i lies in its head, k or v, and the first elements of its two fours).
 struct item_place {
   bool k;
   int lo, hi;
