@@ -822,15 +822,15 @@ __global__ void __launch_bounds__(wide_warps * 32)
         }
       }
     };
-    if (warp == 0)
-      hand(std::integral_constant<int, 0>{});
-    else
-      hand(std::integral_constant<int, 1>{});
+    const auto by_warp = [&](const auto& step) {
+      if (warp == 0)
+        step(std::integral_constant<int, 0>{});
+      else
+        step(std::integral_constant<int, 1>{});
+    };
+    by_warp(hand);
     __syncthreads();
-    if (warp == 0)
-      merge(std::integral_constant<int, 0>{});
-    else
-      merge(std::integral_constant<int, 1>{});
+    by_warp(merge);
     return;
   }
   float* st = reinterpret_cast<float*>(smem + L::ring) + static_cast<std::size_t>(warp) * 16 * (HD + 2);

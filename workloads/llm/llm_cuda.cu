@@ -1258,8 +1258,7 @@ struct cuda_engine::impl {
       if (parts > 1) {
         if (!split_trial_on) continue;
         // With the fused gate/up after o_proj, pair_trial runs that kernel after each candidate
-        // (added after the batch-64 steps of docs/perf/2026-12-01-fused-decode-gate-up.md, which
-        // timed o_proj with its add and norm only; not yet measured on the GPU).
+        // (H200, batch 64: docs/perf/2026-12-02-attention-edges.md, run 1).
         const bool next_by_cublas = down ? !small(rows, c.hidden, matrix_16bit(l0.wqkv), h.data())
                                          : !way.fused_gate_up && !small(rows, c.hidden, matrix_16bit(l0.wgu), h.data());
         if (half)
