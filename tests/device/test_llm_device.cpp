@@ -101,7 +101,8 @@ model_config tiny_at_head_dim(std::int64_t head_dim, std::int64_t heads, std::in
   c.head_dim = head_dim;
   c.heads = heads;
   c.kv_heads = kv_heads;
-  c.hidden = 2 * head_dim;
+  // Two heads' width, or every head's where heads does not divide that (14 heads of 128: 1792).
+  c.hidden = (2 * head_dim) % heads == 0 ? 2 * head_dim : heads * head_dim;
   c.intermediate = 4 * head_dim;
   validate(c);
   return c;
