@@ -60,16 +60,13 @@ using itera::test::download;
 using itera::test::upload;
 
 // hidden 4096 and 8200 take the kernel's float4 path (8200 at 5 rows, 512 threads: two chunks past
-// the 2048 a block keeps in registers, read again), 1002 the scalar one; 2 and 3 parts (the first
-// two loaded with x, a third after); with the norm and without (the add alone); with the norm, an
-// L2 prefetch of another buffer's row heads (no effect on the values), and a misaligned one refused.
+// the 2048 a block keeps in registers, read again), 1002 the scalar one; 2 and 3 parts; with the
+// norm and without (the add alone).
 TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
   constexpr std::int64_t rows = 5;
   constexpr float eps = 1e-5f;
-  const itera::cuda::device_buffer prefetched = dev.allocate(64 * 1024);
-  const k::l2_rows ahead{prefetched.data(), 16, 4096, 1024};
   for (const std::int64_t hidden : {4096, 8200, 1002})
     for (const int parts : {2, 3})
       for (const bool with_norm : {true, false}) {
@@ -90,7 +87,7 @@ TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
         dev.fill(dout.data(), 0xff, n * 2);  // NaN where unwritten
         k::add_rms_norm<__nv_bfloat16>(dx.as<float>(), k::residual_parts{dsums.as<float>(), parts, stride},
                                        with_norm ? dw.as<__nv_bfloat16>() : nullptr, dout.as<__nv_bfloat16>(), rows,
-                                       hidden, eps, dev.stream(), with_norm ? ahead : k::l2_rows{});
+                                       hidden, eps, dev.stream());
         ASSERT_EQ(cudaStreamSynchronize(dev.stream()), cudaSuccess);
         const auto got_x = download<float>(dx);
         const auto got = download<__nv_bfloat16>(dout);
@@ -124,11 +121,6 @@ TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
       }
   EXPECT_THROW(k::add_rms_norm<__nv_bfloat16>(nullptr, k::residual_parts{nullptr, 2, 10}, nullptr, nullptr, rows,
                                               4096, eps, dev.stream()),
-               std::invalid_argument);
-  // Parts and x valid (in the prefetched buffer), the prefetch's 24 bytes a row not a multiple of 16.
-  EXPECT_THROW(k::add_rms_norm<__nv_bfloat16>(prefetched.as<float>(), k::residual_parts{prefetched.as<float>(), 2, 1024},
-                                              nullptr, nullptr, 1, 1024, eps, dev.stream(),
-                                              k::l2_rows{prefetched.data(), 16, 4096, 24}),
                std::invalid_argument);
 }
 
