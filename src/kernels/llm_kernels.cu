@@ -109,39 +109,18 @@ __global__ void scatter_rows_kernel(const std::int32_t* rows, const bf16* values
 
 constexpr int rms_threads = 512;  // the most a row takes
 constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers between the two passes
-constexpr int rms_early_parts = 2;  // parts whose kept chunks are loaded with x's, before any add
-
-// The grid's threads each ask L2 for one row's head at a time (l2_rows): a bulk prefetch from
-// sm_90, a prefetch a 128-byte line before. The rows are weights, constant through a step, so this
-// needs no wait under PDL.
-__device__ __forceinline__ void prefetch_rows(const l2_rows& ahead) {
-  if (!ahead.base) return;
-  const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < ahead.rows;
-       r += threads) {
-    const auto* at = static_cast<const unsigned char*>(ahead.base) + r * ahead.stride;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(static_cast<unsigned>(ahead.bytes))
-                 : "memory");
-#else
-    for (std::int64_t b = 0; b < ahead.bytes; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(at + b));
-#endif
-  }
-}
 
 // One block per row. Vector path (hidden % 4 == 0, 16-byte aligned rows): each thread loads its
 // chunks (all in flight at once) and keeps them for the scaling pass; chunks past
 // rms_cached * blockDim are read again. Scalar path otherwise. With parts (add_rms_norm: in_stride
 // 1, offset 0), each element of the row first gets the parts' sums added and is stored back into
-// x, by the thread that reads it again; without a weight the kernel stops there. `ahead` is asked
-// into L2 first.
+// x, by the thread that reads it again; without a weight the kernel stops there.
 template <class A>
 __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, std::int64_t in_stride,
                                                                std::int64_t in_offset, const A* weight, A* out,
                                                                std::int64_t hidden, float eps, bool vec,
-                                                               residual_parts parts, l2_rows ahead) {
+                                                               residual_parts parts) {
   grid_dependents_launch();
-  prefetch_rows(ahead);
   grid_dependency_wait();
   __shared__ float scratch[32];
   const std::int64_t r = blockIdx.x;
@@ -181,29 +160,7 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
       }
     }
     if (back) {
-      // The first parts' kept chunks in flight with x's (one trip to L2, not one a part), added
-      // in part order.
-      float4 early[rms_early_parts][rms_cached];
-#pragma unroll
-      for (int p = 0; p < rms_early_parts; ++p)
-#pragma unroll
-        for (int k = 0; k < rms_cached; ++k) {
-          const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
-          early[p][k] = p < parts.count && c < n4
-                            ? __ldg(reinterpret_cast<const float4*>(part0 + p * parts.stride) + c)
-                            : make_float4(0, 0, 0, 0);
-        }
-#pragma unroll
-      for (int p = 0; p < rms_early_parts; ++p)
-        if (p < parts.count)
-#pragma unroll
-          for (int k = 0; k < rms_cached; ++k) {
-            cache[k].x += early[p][k].x;
-            cache[k].y += early[p][k].y;
-            cache[k].z += early[p][k].z;
-            cache[k].w += early[p][k].w;
-          }
-      for (int p = rms_early_parts; p < parts.count; ++p) {
+      for (int p = 0; p < parts.count; ++p) {
         const auto* part4 = reinterpret_cast<const float4*>(part0 + p * parts.stride);
         float4 d[rms_cached];
 #pragma unroll
@@ -1550,38 +1507,28 @@ unsigned rms_threads_for(std::int64_t rows) {
   return rows > 4 * static_cast<std::int64_t>(device_multiprocessors()) ? 256u : rms_threads;
 }
 
-void check_l2_rows(const l2_rows& ahead, const char* who) {
-  if (ahead.base && (!aligned16(ahead.base) || ahead.rows < 0 || ahead.stride % 16 != 0 || ahead.bytes < 16 ||
-                     ahead.bytes % 16 != 0 || ahead.bytes > ahead.stride))
-    throw std::invalid_argument(itera::cuda::cat(who, ": an L2 prefetch of ", ahead.bytes, " bytes of ", ahead.rows,
-                                                 " rows ", ahead.stride, " bytes apart: needs 16-byte alignment, ",
-                                                 "at least 16 bytes a row, at most the stride"));
-}
-
 }  // namespace
 
 template <class A>
 void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const A* weight, A* out,
-              std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream, l2_rows ahead) {
-  check_l2_rows(ahead, "rms_norm");
+              std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream) {
   // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
   const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
   launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads_for(rows), 0, stream, x, in_stride, in_offset,
-         weight, out, hidden, eps, vec, residual_parts{}, ahead);
+         weight, out, hidden, eps, vec, residual_parts{});
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 template <class A>
 void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::int64_t rows, std::int64_t hidden,
-                  float eps, cudaStream_t stream, l2_rows ahead) {
-  check_l2_rows(ahead, "add_rms_norm");
+                  float eps, cudaStream_t stream) {
   if (parts.count < 1 || !parts.sums || parts.stride < rows * hidden)
     throw std::invalid_argument(itera::cuda::cat("add_rms_norm: ", parts.count, " parts of ", parts.stride,
                                                  " floats apart cannot hold ", rows, " rows of ", hidden));
   const bool vec = hidden % 4 == 0 && parts.stride % 4 == 0 && aligned16(x) && aligned16(parts.sums) &&
                    (!weight || (aligned16(weight) && aligned16(out)));
   launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads_for(rows), 0, stream, static_cast<const float*>(x),
-         std::int64_t{1}, std::int64_t{0}, weight, out, hidden, eps, vec, parts, ahead);
+         std::int64_t{1}, std::int64_t{0}, weight, out, hidden, eps, vec, parts);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
@@ -1923,9 +1870,8 @@ void scale_product(void* d, void* out, bool fp32, std::int64_t rows, std::int64_
   template void fill_init<A, A>(A*, std::uint64_t, int, std::uint64_t, cudaStream_t);                                   \
   template void embed<A>(const std::int32_t*, const A*, float*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t, words); \
   template void rms_norm<A>(const float*, std::int64_t, std::int64_t, const A*, A*, std::int64_t, std::int64_t, float,  \
-                            cudaStream_t, l2_rows);                                                                    \
-  template void add_rms_norm<A>(float*, residual_parts, const A*, A*, std::int64_t, std::int64_t, float, cudaStream_t,  \
-                                l2_rows);                                                                              \
+                            cudaStream_t);                                                                             \
+  template void add_rms_norm<A>(float*, residual_parts, const A*, A*, std::int64_t, std::int64_t, float, cudaStream_t); \
   template void bias_rope_store<A>(A*, const A*, const float*, const std::int32_t*, std::int64_t,                      \
                                    const attention_shape&, void*, void*, bool, cudaStream_t);                          \
   template void check_cache_type<A>(const attention_shape&, const char*);                                              \

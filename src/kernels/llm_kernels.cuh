@@ -60,20 +60,10 @@ void embed(const std::int32_t* tokens, const A* table, float* x, std::int64_t ro
 void scatter_rows(const std::int32_t* rows, const bf16* values, float* x, std::int64_t count, std::int64_t hidden,
                   cudaStream_t stream);
 
-// The first `bytes` of each of `rows` rows `stride` bytes apart from `base` (16-byte aligned; bytes
-// a multiple of 16): the head of the next product's weight, which a norm asks L2 to fetch while
-// DRAM has nothing else to do (its own rows are in L2), the product's tiles reading k in order.
-// base nullptr: nothing.
-struct l2_rows {
-  const void* base = nullptr;
-  std::int64_t rows = 0, stride = 0, bytes = 0;
-};
-
-// out[r] = A(weight * x[in_row] / sqrt(mean(x[in_row]^2) + eps)), in_row = r * in_stride + in_offset;
-// `ahead` asked into L2 as the kernel starts.
+// out[r] = A(weight * x[in_row] / sqrt(mean(x[in_row]^2) + eps)), in_row = r * in_stride + in_offset.
 template <class A>
 void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, const A* weight, A* out,
-              std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream, l2_rows ahead = {});
+              std::int64_t rows, std::int64_t hidden, float eps, cudaStream_t stream);
 
 // Sums a product wrote in parts (its k range cut into `count` slices, one strided batch): part p
 // of row r at sums + p * stride + r * hidden.
@@ -86,10 +76,10 @@ struct residual_parts {
 // x[r] += the parts' rows r (added in part order after x), then, with a weight, out[r] =
 // rms_norm(x[r]) as rms_norm rounds it: the residual add of a product split in parts and the next
 // norm in one pass. Without a weight (nullptr) only the add. std::invalid_argument when the parts
-// cannot hold the rows, or when `ahead` (as rms_norm's) is misaligned.
+// cannot hold the rows.
 template <class A>
 void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::int64_t rows, std::int64_t hidden,
-                  float eps, cudaStream_t stream, l2_rows ahead = {});
+                  float eps, cudaStream_t stream);
 
 // The KV cache's element: bf16, fp16 (each only with the compute type of its name), or an fp8
 // e4m3 code (one byte).

@@ -713,7 +713,7 @@ struct cuda_engine::impl {
   void norm_product(stage_recorder* rec, std::string_view norm_scope, std::string_view product_scope,
                     const A* norm_w, std::int64_t in_stride, std::int64_t in_offset, std::int64_t n,
                     const matrix& w, std::int64_t m, double product_bytes, void* out, bool fp32_out,
-                    bool h_normed = false, k::l2_rows ahead = {}) {
+                    bool h_normed = false) {
     const cudaStream_t s = dev.stream();
     const auto eps = static_cast<float>(c.rms_norm_eps);
     const double norm_bytes = 2.0 * static_cast<double>(c.hidden);
@@ -724,34 +724,20 @@ struct cuda_engine::impl {
                        0.0f, s);
       return;
     }
-    if (!h_normed) norm_rows(rec, norm_scope, norm_w, in_stride, in_offset, n, ahead);
+    if (!h_normed) norm_rows(rec, norm_scope, norm_w, in_stride, in_offset, n);
     stage st(rec, product_scope);
     st.read(product_bytes);
     gemm(w, m, c.hidden, h.as<A>(), n, out, fp32_out, 0.0f);
   }
 
-  // h[n][hidden] = rms_norm(x row t * in_stride + in_offset, norm_w), in `scope`; `ahead` asked into L2.
+  // h[n][hidden] = rms_norm(x row t * in_stride + in_offset, norm_w), in `scope`.
   template <class A>
   void norm_rows(stage_recorder* rec, std::string_view scope, const A* norm_w, std::int64_t in_stride,
-                 std::int64_t in_offset, std::int64_t n, k::l2_rows ahead = {}) {
+                 std::int64_t in_offset, std::int64_t n) {
     stage st(rec, scope);
     st.read(2.0 * static_cast<double>(c.hidden));
     k::rms_norm(x.as<float>(), in_stride, in_offset, norm_w, h.as<A>(), n, c.hidden, static_cast<float>(c.rms_norm_eps),
-                dev.stream(), ahead);
-  }
-
-  // The head of the next product's weight (`rows` rows of c.hidden inputs) that the norm before it
-  // asks into L2 in a decode pass (k::l2_rows), where DRAM is idle while the norm reads and writes
-  // rows in L2: ITERA_LLM_L2_AHEAD_KB kilobytes (0: none) over the rows, the same bytes of each, as
-  // the product's tiles stream k from 0. Prefill passes are bound by the products' arithmetic.
-  k::l2_rows ahead(const matrix& w, std::int64_t rows, bool prefill) const {
-    static const std::int64_t kb = itera::kernels::env_count(
-        "ITERA_LLM_L2_AHEAD_KB", 8192, "0 (none) or the kilobytes of the next product's weight a decode norm prefetches");
-    if (prefill || kb <= 0 || rows < 1) return {};
-    const std::int64_t stride = c.hidden * (w.scales ? 1 : 2), budget = kb * 1024;
-    const std::int64_t bytes = std::clamp<std::int64_t>(budget / rows / 128 * 128, 128, stride / 128 * 128);
-    if (bytes < 16 || stride % 16 != 0 || reinterpret_cast<std::uintptr_t>(w.w) % 16 != 0) return {};
-    return k::l2_rows{w.w, std::min(rows, std::max<std::int64_t>(1, budget / bytes)), stride, bytes};
+                dev.stream());
   }
 
   // x[n][hidden] += swiglu(gate_up) Wdown^T. Fused: one kernel in the "down" scope; otherwise
@@ -925,12 +911,7 @@ struct cuda_engine::impl {
         const layer_offsets& lo = layer_off[l];
         const layer_offsets* after = o_proj ? &lo : l + 1 < layer_off.size() ? &layer_off[l + 1] : nullptr;
         const A* norm_w = !after ? nullptr : w_at<A>(o_proj ? after->post_norm : after->input_norm);
-        const k::l2_rows next_ahead =
-            !after ? k::l2_rows{}
-                   : o_proj ? ahead(projection(after->wgu, after->sgu), 2 * c.intermediate, false)
-                            : ahead(projection(after->wqkv, after->sqkv), qkv_width, false);
-        residual_product<A>(nullptr, name, "", matrix_16bit(lo.*weight), kk, in, rows, parts, 0, norm_w, next_ahead,
-                            &algo);
+        residual_product<A>(nullptr, name, "", matrix_16bit(lo.*weight), kk, in, rows, parts, 0, norm_w, &algo);
         if (next && after)
           matmul(*next, next->chosen.algo, 1.0f, weights.as<unsigned char>() + (o_proj ? after->wgu : after->wqkv),
                  h.data(), 0.0f, next_out);
@@ -941,13 +922,12 @@ struct cuda_engine::impl {
   }
 
   // x[n][hidden] += in[n][kk] W^T in `parts` (> 1) as split_parts says, then h = rms_norm(x,
-  // norm_w) (nullptr: the add alone), the add and norm in `norm_scope`, which asks `ahead` into L2.
-  // `algo`: the plan's unless given (pair_trial's candidates).
+  // norm_w) (nullptr: the add alone), the add and norm in `norm_scope`. `algo`: the plan's unless
+  // given (pair_trial's candidates).
   template <class A>
   void residual_product(stage_recorder* rec, std::string_view product_scope, std::string_view norm_scope,
                         const matrix& w, std::int64_t kk, const A* in, std::int64_t n, int parts,
-                        double product_bytes, const A* norm_w, k::l2_rows ahead,
-                        const cublasLtMatmulAlgo_t* algo = nullptr) {
+                        double product_bytes, const A* norm_w, const cublasLtMatmulAlgo_t* algo = nullptr) {
     gemm_plan& p = plan_for(c.hidden, n, kk, true, false, 0, parts);
     {
       stage st(rec, product_scope);
@@ -957,7 +937,7 @@ struct cuda_engine::impl {
     stage st(rec, norm_scope);
     if (norm_w) st.read(2.0 * static_cast<double>(c.hidden));
     k::add_rms_norm(x.as<float>(), k::residual_parts{gate_up.as<float>(), parts, n * c.hidden}, norm_w, h.as<A>(), n,
-                    c.hidden, static_cast<float>(c.rms_norm_eps), dev.stream(), ahead);
+                    c.hidden, static_cast<float>(c.rms_norm_eps), dev.stream());
   }
 
   std::uint64_t kv_element_bytes() const { return kv8 ? 1 : 2; }
@@ -1075,7 +1055,7 @@ struct cuda_engine::impl {
                             sh, cache_at(k_cache, l, first), cache_at(v_cache, l, first), qkv.as<A>(), s);
         } else {
           norm_product(rec, "norm", "qkv", w_at<A>(lo.input_norm), 1, 0, rows, wqkv, qkv_width,
-                       pbytes(qkv_width, hidden), qkv.data(), false, h_normed, ahead(wqkv, qkv_width, prefill));
+                       pbytes(qkv_width, hidden), qkv.data(), false, h_normed);
           if (!rope_later) {
             stage st(rec, "rope");
             if (bias) st.read(wbytes(qkv_width));
@@ -1095,9 +1075,8 @@ struct cuda_engine::impl {
         }
         const matrix wo = projection(lo.wo, lo.so);
         if (way.o_parts > 1) {
-          residual_product<A>(rec, "o_proj", "residual_norm", wo, c.q_dim(), attn.as<A>(), rows, way.o_parts,
-                              pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm),
-                              ahead(projection(lo.wgu, lo.sgu), 2 * inter, prefill));
+          residual_product<A>(rec, "o_proj", "residual_norm", wo, c.q_dim(), attn.as<A>(), rows,
+                              way.o_parts, pbytes(hidden, c.q_dim()), w_at<A>(lo.post_norm));
           post_normed = true;
         } else {
           stage st(rec, "o_proj");
@@ -1109,23 +1088,21 @@ struct cuda_engine::impl {
       const matrix wgu = projection(lo.wgu, lo.sgu), wdown = projection(lo.wdown, lo.sdown);
       h_normed = false;
       if (way.fused_gate_up) {
-        if (!post_normed) norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows, ahead(wgu, 2 * inter, prefill));
+        if (!post_normed) norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows);
         stage st(rec, "gate_up");
         st.read(pbytes(2 * inter, hidden));
         k::gate_up_swiglu(h.as<A>(), rows, static_cast<const A*>(wgu.w), inter, hidden, act.as<A>(), s);
       } else {
         norm_product(rec, "norm", "gate_up", w_at<A>(lo.post_norm), 1, 0, rows, wgu, 2 * inter,
-                     pbytes(2 * inter, hidden), gate_up.data(), false, post_normed, ahead(wgu, 2 * inter, prefill));
+                     pbytes(2 * inter, hidden), gate_up.data(), false, post_normed);
         if (way.down_parts > 1) swiglu_rows<A>(rec, rows);
       }
       if (way.down_parts > 1) {
         // The next layer's input norm here (the LM head's final norm stays with it); the parts in
         // the gate/up scratch, free once act is formed.
-        const layer_offsets* after = last ? nullptr : &layer_off[static_cast<std::size_t>(l + 1)];
-        const A* next_norm = after ? w_at<A>(after->input_norm) : nullptr;
+        const A* next_norm = last ? nullptr : w_at<A>(layer_off[static_cast<std::size_t>(l + 1)].input_norm);
         residual_product<A>(rec, "down", "residual_norm", wdown, inter, act.as<A>(), rows, way.down_parts,
-                            pbytes(hidden, inter), next_norm,
-                            after ? ahead(projection(after->wqkv, after->sqkv), qkv_width, prefill) : k::l2_rows{});
+                            pbytes(hidden, inter), next_norm);
         h_normed = !last;
       } else if (way.fused_gate_up) {
         stage st(rec, "down");
