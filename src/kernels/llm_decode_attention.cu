@@ -42,16 +42,9 @@
 #include "src/kernels/llm_formulas.cuh"
 #include "src/kernels/llm_kernels.cuh"
 #include "src/kernels/mma.cuh"
-#include "src/kernels/tma.cuh"
 
 namespace itera::kernels::llm {
 namespace {
-
-// The layer's K and V cache as TMA tensors (cache_map), for the wide kernel's Tma variant; every
-// decode kernel takes them (one function type), the others ignore them.
-struct cache_maps {
-  CUtensorMap k{}, v{};
-};
 
 constexpr int decode_warps = 4;
 constexpr int decode_threads = decode_warps * 32;
@@ -118,9 +111,8 @@ template <class A, int HD, int MG, class C>
 __global__ void __launch_bounds__(decode_threads)
     decode_attention_kernel(const A* __restrict__ qkv, const void* __restrict__ k_cache,
                             const void* __restrict__ v_cache, const std::int32_t* __restrict__ start,
-                            attention_shape s, float scale_log2, A* __restrict__ out, decode_rope<A> rope,
-                            const cache_maps maps) {
-  (void)rope, (void)maps;  // the wide kernel's alone: decode_attention passes none here
+                            attention_shape s, float scale_log2, A* __restrict__ out, decode_rope<A> rope) {
+  (void)rope;  // the wide kernel's alone: decode_attention passes none here
   using L = decode_layout<HD, MG, C>;
   constexpr int HALF = HD / 2, E = static_cast<int>(sizeof(C));
   // P V: each lane owns DPL consecutive dims of a V row; LPR lanes cover a row, KS key subsets.
@@ -409,9 +401,7 @@ struct wide_layout {
   static constexpr std::size_t q = 0;                           // 16-bit [16][HD], swizzled
   static constexpr std::size_t ring = q + 16 * HD * 2;          // per stage: K tile, then V tile
   static constexpr std::size_t widened = ring + wide_stages * 2 * tile;  // fp8: K then V, 16-bit [32][HD]
-  static constexpr std::size_t bars = widened + (fp8 ? 2 * widened_tile : 0);  // TMA tiles: a barrier a stage
-  static constexpr std::size_t bytes = bars + wide_stages * 8;
-  static_assert(ring % 1024 == 0 && tile % 1024 == 0, "TMA tiles (128-byte swizzle) start 1024-byte aligned");
+  static constexpr std::size_t bytes = widened + (fp8 ? 2 * widened_tile : 0);
   // After the loop, over the ring. In a cluster: per warp O [16][HD] fp32, then m and l [16] each.
   static constexpr std::size_t states = static_cast<std::size_t>(wide_warps) * 16 * (HD + 2) * 4;
   static_assert(states <= bytes - ring, "the warps' states must fit over the ring");
@@ -474,26 +464,14 @@ __device__ __forceinline__ void load_cache_tile(unsigned char* dst, const E* src
   }
 }
 
-// Where 16-byte chunk c of row r of a 16-bit ring tile lies: as load_cache_tile's copies place it
-// (mma.cuh: swizzle), or (Tma) as the TMA writes a [wide_tile][64] box a 64 columns with its
-// 128-byte swizzle (chunk c % 8 of a 128-byte row at c % 8 ^ r % 8). Both spread an ldmatrix's
-// eight rows of one chunk over the eight 16-byte bank groups.
-template <int HD, bool Tma>
-__device__ __forceinline__ unsigned ring_chunk(int r, int c) {
-  if constexpr (Tma)
-    return static_cast<unsigned>((c / 8) * wide_tile * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16));
-  else
-    return swizzle<HD>(r, c);
-}
-
-// Where column `col` (a multiple of 4) of row r of a ring tile lies: in a 16-bit tile, at
-// ring_chunk; in an fp8 tile, row-major codes.
-template <int HD, class C, bool Tma = false>
+// Where column `col` (a multiple of 4) of row r of a ring tile lies: in a 16-bit tile, swizzled (16-byte
+// chunk col / 8); in an fp8 tile, row-major codes.
+template <int HD, class C>
 __device__ __forceinline__ C* tile_element(unsigned char* tile, int r, int col) {
   if constexpr (sizeof(C) == 1)
     return reinterpret_cast<C*>(tile + r * HD + col);
   else
-    return reinterpret_cast<C*>(tile + ring_chunk<HD, Tma>(r, col / 8) + (col % 8) * 2);
+    return reinterpret_cast<C*>(tile + swizzle<HD>(r, col / 8) + (col % 8) * 2);
 }
 
 // Eight values of one head of a row as loaded, still as A's bits (so that nothing waits on the
@@ -590,31 +568,14 @@ __device__ __forceinline__ void store_new_item(const quad_bits& q, std::int64_t 
   store4(to + at.hi, x2);
 }
 
-// Tma (sm_90a, a 16-bit cache): the ring's tiles copied by the TMA, one thread asking for a tile's
-// boxes (maps: the layer's K and V cache as [pairs][max_context][HD] tensors) against a barrier a
-// stage, instead of every thread's 16-byte cp.async copies.
-template <class A, int HD, class C, bool Tma>
+template <class A, int HD, class C>
 __global__ void __launch_bounds__(wide_warps * 32)
     decode_attention_wide_kernel(const A* __restrict__ qkv, const void* k_cache, const void* v_cache,
                                  const std::int32_t* __restrict__ start, attention_shape s, float scale_log2,
-                                 A* __restrict__ out, decode_rope<A> rope, const __grid_constant__ cache_maps maps) {
+                                 A* __restrict__ out, decode_rope<A> rope) {
   using L = wide_layout<HD, C>;
-  static_assert(!Tma || !L::fp8, "TMA tiles of a 16-bit cache");
   constexpr int KS = HD / 16, NT = HD / 8, threads = wide_warps * 32;
-  extern __shared__ __align__(1024) unsigned char smem[];
-  const unsigned full = smem_addr(smem + L::bars);  // stage b's barrier at full + 8 b (Tma)
-  if constexpr (Tma) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (threadIdx.x == 0) {
-      for (int b = 0; b < wide_stages; ++b) tma::barrier_init(full + 8 * b, 1);
-      tma::barrier_init_fence();
-    }
-    __syncthreads();
-#else
-    (void)maps;
-    __trap();  // chosen only where wgmma_available()
-#endif
-  }
+  extern __shared__ __align__(128) unsigned char smem[];
   grid_dependents_launch();
   grid_dependency_wait();
   const int group = static_cast<int>(s.heads / s.kv_heads);
@@ -637,23 +598,6 @@ __global__ void __launch_bounds__(wide_warps * 32)
   const auto v_buf = [&](int b) { return smem + L::ring + b * 2 * L::tile + L::tile; };
   const int tiles = (end_key - first_key + wide_tile - 1) / wide_tile;
   const auto issue = [&](int j) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (Tma) {
-      // Rows past the cache's end arrive as zeros; rows past end_key, the cache as it is (the
-      // scores mask them, and the warp zeroes their V rows before P V).
-      if (threadIdx.x == 0 && j < tiles) {
-        const unsigned bar = full + 8 * (j % wide_stages);
-        const int k0 = first_key + j * wide_tile, pair = static_cast<int>(seq * s.kv_heads + kvh);
-        tma::barrier_expect_bytes(bar, static_cast<unsigned>(2 * L::tile));
-#pragma unroll
-        for (int b = 0; b < HD / 64; ++b) {
-          tma::load_3d(smem_addr(k_buf(j % wide_stages)) + b * wide_tile * 128, maps.k, 64 * b, k0, pair, bar);
-          tma::load_3d(smem_addr(v_buf(j % wide_stages)) + b * wide_tile * 128, maps.v, 64 * b, k0, pair, bar);
-        }
-      }
-      return;
-    }
-#endif
     if (j < tiles) {
       const int k0 = first_key + j * wide_tile, valid = min(wide_tile, end_key - k0);
       if constexpr (L::fp8) {
@@ -695,10 +639,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
                                     offset_or_null(rope.bias, q_dim + kv_dim + kvh * HD), rope.inv_freq, tid);
   }
   if (!rotates) {
-    // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0 (Tma: a
-    // group of its own, waited for at tile 0).
+    // q of the group's heads as rows 0 .. group - 1, the rest zero; it rides with tile 0.
     load_tile<HD, threads>(sq, row + kvh * group * HD, HD, 16, group);
-    if constexpr (Tma) cp_async_commit();
   }
   // Every buffer of the ring issued: the loop issues tile j + wide_stages - 1 from j = 1 on.
 #pragma unroll
@@ -728,17 +670,11 @@ __global__ void __launch_bounds__(wide_warps * 32)
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
   for (int j = 0; j < tiles; ++j) {
-    if constexpr (Tma) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      tma::barrier_wait(full + 8 * (j % wide_stages), static_cast<unsigned>((j / wide_stages) & 1));
-#endif
-      if (j == 0) cp_async_wait<0>();  // q's copies (!rotates)
-    } else if (j == 0) {
-      // Groups committed before this wait: tiles 0 .. wide_stages - 1, then one a pass from j = 1.
+    // Groups committed before this wait: tiles 0 .. wide_stages - 1, then one a pass from j = 1.
+    if (j == 0)
       cp_async_wait<wide_stages - 1>();
-    } else {
+    else
       cp_async_wait<wide_stages - 2>();
-    }
     __syncthreads();  // tile j (and q) landed; everyone is done with the buffer tile j - 1 used
     if (j > 0) issue(j + wide_stages - 1);
     if (j == new_tile) {  // the new key's row, as stored, over what the copy brought
@@ -746,8 +682,8 @@ __global__ void __launch_bounds__(wide_warps * 32)
       if (tid < row_items) {
         const item_place at = new_item_place<HD>(tid);
         unsigned char* tile = at.k ? k_buf(j % wide_stages) : v_buf(j % wide_stages);
-        store4(tile_element<HD, C, Tma>(tile, r, at.lo), new_lo);
-        store4(tile_element<HD, C, Tma>(tile, r, at.hi), new_hi);
+        store4(tile_element<HD, C>(tile, r, at.lo), new_lo);
+        store4(tile_element<HD, C>(tile, r, at.hi), new_hi);
       }
       __syncthreads();
     }
@@ -760,18 +696,6 @@ __global__ void __launch_bounds__(wide_warps * 32)
     }
     const int k0 = first_key + j * wide_tile + warp * 16;  // this warp's 16 keys
     if (k0 >= end_key) continue;
-    if constexpr (Tma) {
-      // The warp's V rows past end_key zeroed (the cache's values there may be anything, and P V
-      // multiplies them by P's zeros); cp.async zero-fills them instead. Only the warp reads its rows.
-      if (k0 + 16 > end_key) {
-        unsigned char* vt = v_buf(j % wide_stages);
-        const int from = end_key - (k0 - warp * 16);  // first row past end_key in the tile
-        for (int i = lane; i < (k0 + 16 - end_key) * (HD / 8); i += 32)
-          *reinterpret_cast<uint4*>(vt + ring_chunk<HD, true>(from + i / (HD / 8), i % (HD / 8))) =
-              make_uint4(0, 0, 0, 0);
-        __syncwarp();
-      }
-    }
     // The tiles the fragments are read from: the ring's, or (fp8) this warp's rows widened.
     const unsigned char* kt = k_buf(j % wide_stages);
     if constexpr (L::fp8) {
@@ -785,7 +709,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
     for (int kk = 0; kk < KS; ++kk) {
       unsigned kf[4];
       const int r = warp * 16 + (lane % 8) + (lane / 16) * 8, c = 2 * kk + (lane / 8) % 2;
-      ldmatrix_x4(smem_addr(kt + ring_chunk<HD, Tma>(r, c)), kf);
+      ldmatrix_x4(smem_addr(kt + swizzle<HD>(r, c)), kf);
       mma_m16n8k16<A>(sc[0], qf[kk], kf[0], kf[1]);
       mma_m16n8k16<A>(sc[1], qf[kk], kf[2], kf[3]);
     }
@@ -830,7 +754,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
     for (int np = 0; np < NT / 2; ++np) {
       unsigned vf[4];
       const int r = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c = 2 * np + lane / 16;
-      ldmatrix_x4_trans(smem_addr(vt + ring_chunk<HD, Tma>(r, c)), vf);
+      ldmatrix_x4_trans(smem_addr(vt + swizzle<HD>(r, c)), vf);
       mma_m16n8k16<A>(o[2 * np], pa, vf[0], vf[1]);
       mma_m16n8k16<A>(o[2 * np + 1], pa, vf[2], vf[3]);
     }
@@ -972,7 +896,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
 
 template <class A>
 using decode_fn = void (*)(const A*, const void*, const void*, const std::int32_t*, attention_shape, float, A*,
-                           decode_rope<A>, cache_maps);
+                           decode_rope<A>);
 
 template <class A>
 struct decode_choice {
@@ -980,23 +904,7 @@ struct decode_choice {
   std::size_t shared_bytes = 0;
   int threads = decode_threads;
   bool rotates = false;  // the tensor-core kernel, which takes a decode_rope
-  bool tma = false;      // its tiles by the TMA: decode_attention passes the cache's maps
 };
-
-// The wide kernel's tiles by the TMA where a 16-bit cache meets sm_90a code on its device;
-// ITERA_LLM_DECODE_TMA=0 keeps the cp.async copies (A/B measurements).
-bool decode_tma() {
-  static const bool on = env_switch("ITERA_LLM_DECODE_TMA", true);
-  return on && wgmma_available();
-}
-
-template <class A, int HD, class C>
-decode_choice<A> wide_kernel() {
-  if constexpr (sizeof(C) == 2)
-    if (decode_tma()) return {decode_attention_wide_kernel<A, HD, C, true>, wide_layout<HD, C>::bytes, wide_warps * 32,
-                              true, true};
-  return {decode_attention_wide_kernel<A, HD, C, false>, wide_layout<HD, C>::bytes, wide_warps * 32, true};
-}
 
 template <class A, int HD, class C>
 decode_choice<A> choose_group(std::int64_t group) {
@@ -1010,8 +918,10 @@ template <class A, class C>
 decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide) {
   if (s.rows_per_seq != 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > 8) return {};
   const std::int64_t group = s.heads / s.kv_heads;
-  if (wide && s.head_dim == 64) return wide_kernel<A, 64, C>();
-  if (wide && s.head_dim == 128) return wide_kernel<A, 128, C>();
+  if (wide && s.head_dim == 64)
+    return {decode_attention_wide_kernel<A, 64, C>, wide_layout<64, C>::bytes, wide_warps * 32, true};
+  if (wide && s.head_dim == 128)
+    return {decode_attention_wide_kernel<A, 128, C>, wide_layout<128, C>::bytes, wide_warps * 32, true};
   switch (s.head_dim) {
     case 16: return choose_group<A, 16, C>(group);
     case 32: return choose_group<A, 32, C>(group);
@@ -1102,32 +1012,6 @@ decode_choice<A> wide_choice(std::int64_t rows, const attention_shape& s) {
 }
 }  // namespace
 
-namespace {
-// A cache of `rows` rows (cache_at's layout: [rows][kv_heads][max_context][head_dim] of A) as the
-// 3-D tensor [rows * kv_heads][max_context][head_dim] the wide kernel's TMA reads in boxes of
-// [wide_tile][64] with the 128-byte swizzle; positions past max_context arrive as zeros.
-template <class A>
-CUtensorMap cache_map(const void* cache, const attention_shape& s, std::int64_t rows) {
-  CUtensorMap map{};
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(s.head_dim), static_cast<cuuint64_t>(s.max_context),
-                              static_cast<cuuint64_t>(rows * s.kv_heads)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(s.head_dim) * 2,
-                                 static_cast<cuuint64_t>(s.max_context * s.head_dim) * 2};
-  const cuuint32_t box[3] = {64, wide_tile, 1};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUtensorMapDataType type = is_fp16<A> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUresult r = tma::encode_tiled()(&map, type, 3, const_cast<void*>(cache), dims, strides, box, element_strides,
-                                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw std::runtime_error(itera::cuda::cat("llm decode_attention: cuTensorMapEncodeTiled failed (error ",
-                                              static_cast<int>(r), ") for a cache of ", rows, " rows, ", s.kv_heads,
-                                              " kv heads, context ", s.max_context, ", head_dim ", s.head_dim,
-                                              " (16-byte aligned?)"));
-  return map;
-}
-}  // namespace
-
 template <class A>
 bool decode_attention_rotates(std::int64_t rows, const attention_shape& s) {
   return s.rows_per_seq == 1 && wide_choice<A>(rows, s).rotates;
@@ -1156,8 +1040,7 @@ bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, co
   attrs.apply_to(config);
   // Scores in base 2: exp(x) = exp2(x * log2(e)).
   const float scale_log2 = scale * 1.4426950408889634f;
-  const cache_maps maps = d.tma ? cache_maps{cache_map<A>(k_cache, s, rows), cache_map<A>(v_cache, s, rows)} : cache_maps{};
-  ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale_log2, out, rope, maps));
+  ITERA_CUDA_CHECK(cudaLaunchKernelEx(&config, d.fn, qkv, k_cache, v_cache, start, s, scale_log2, out, rope));
   return true;
 }
 

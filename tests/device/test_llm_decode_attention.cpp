@@ -1,11 +1,12 @@
 // The decode attention (k::attention, prefill false: llm_decode_attention.cu) on caches whose
 // positions past each row's keys hold NaN (0xffff in bf16), against softmax(q K^T / sqrt(d)) V
 // computed here in double from the same bf16 values. A kernel that lets a key past the row's end
-// into P V, even with P's zero, turns the row into NaN: the TMA copies of the tensor-core kernel
-// bring whole tiles of 32 positions and zero the V rows past the keys themselves, where cp.async
-// zero-filled them. Shapes: head_dim 128 at batch 64 with 8 kv heads (one block a (row, kv head),
-// one wave), at batch 16 with 2 (a row's keys over a cluster of blocks), head_dim 64 at batch 40;
-// positions from 0 (one key) to the context's last, partial and whole tiles.
+// into P V, even with P's zero, turns the row into NaN: the tensor-core kernel's tiles of 32
+// positions are zero-filled past the keys by their cp.async copies (a version copying whole tiles
+// by the TMA had to zero those V rows itself; docs/perf/2026-12-02-norm-fold.md). Shapes:
+// head_dim 128 at batch 64 with 8 kv heads (one block a (row, kv head), one wave), at batch 16
+// with 2 (a row's keys over a cluster of blocks), head_dim 64 at batch 40; positions from 0 (one
+// key) to the context's last, partial and whole tiles.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -80,6 +81,7 @@ TEST_F(llm_decode_attention, nan_past_the_keys_matches_host) {
     const itera::cuda::device_buffer dq = upload(dev, qkv), dk = upload(dev, kc), dv = upload(dev, vc),
                                      dpos = upload(dev, pos), dout = dev.allocate(static_cast<std::size_t>(ac.rows * q_dim) * 2);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    k::prepare_attention<__nv_bfloat16>(s);  // the kernels' shared memory past 48 KiB, as an engine asks
     k::attention(dq.as<__nv_bfloat16>(), dk.data(), dv.data(), dpos.as<std::int32_t>(), ac.rows, s, false, scale,
                  dout.as<__nv_bfloat16>(), dev.stream());
     ASSERT_EQ(cudaStreamSynchronize(dev.stream()), cudaSuccess);
