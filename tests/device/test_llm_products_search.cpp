@@ -129,7 +129,10 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
   const cudaStream_t s = dev.stream();
-  constexpr std::int64_t n = 64;  // tokens
+  // Tokens: 64, or ITERA_LLM_SEARCH_TOKENS (a prefill's 2048, say: the same products, bound by
+  // their arithmetic there; the TB/s column is then the weights' bytes over the time, not a limit).
+  const char* tokens = std::getenv("ITERA_LLM_SEARCH_TOKENS");
+  const std::int64_t n = tokens ? std::max<std::int64_t>(1, std::atoll(tokens)) : 64;
   for (const product_shape& sh : llama_8b_products) {
     SCOPED_TRACE(sh.name);
     const product_operands ops = operands_for(dev, sh, n, static_cast<std::size_t>(n * sh.m), 11);
@@ -251,8 +254,9 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
       const candidate& c = *order[r];
       const bool show = r < 10 || c.heuristic_rank == 0;
       if (!show) continue;
-      std::printf("  %3zu  %8.1f us  %5.2f TB/s  algo %3d tile %3d stages %3d split-K %d%s\n", r + 1, c.us,
-                  static_cast<double>(w_bytes) / (c.us * 1e-6) / 1e12, c.id, c.tile, c.stages, c.split_k,
+      std::printf("  %3zu  %8.1f us  %5.2f TB/s  %6.1f TFLOP/s  algo %3d tile %3d stages %3d split-K %d%s\n", r + 1,
+                  c.us, static_cast<double>(w_bytes) / (c.us * 1e-6) / 1e12,
+                  2.0 * static_cast<double>(sh.m * n * sh.k) / (c.us * 1e-6) / 1e12, c.id, c.tile, c.stages, c.split_k,
                   c.heuristic_rank == 0 ? "  <- the heuristic's first (the engine's)"
                   : c.from_heuristic ? (" (heuristic #" + std::to_string(c.heuristic_rank + 1) + ")").c_str()
                                      : "");
