@@ -3,7 +3,7 @@
 // computed here in double from the same bf16 values. A kernel that lets a key past the row's end
 // into P V, even with P's zero, turns the row into NaN: the tensor-core kernel's tiles of 32
 // positions are zero-filled past the keys by their cp.async copies (a version copying whole tiles
-// by the TMA had to zero those V rows itself; docs/perf/2026-12-02-norm-fold.md). Shapes:
+// by the TMA had to zero those V rows itself; docs/perf/2026-12-02-prefetch-tma-search.md). Shapes:
 // head_dim 128 at batch 64 with 8 kv heads (one block a (row, kv head), one wave), at batch 16
 // with 2 (a row's keys over a cluster of blocks), head_dim 64 at batch 40; positions from 0 (one
 // key) to the context's last, partial and whole tiles.
