@@ -5,12 +5,16 @@
 // positions are zero-filled past the keys by their cp.async copies (a version copying whole tiles
 // by the TMA had to zero those V rows itself; docs/perf/2026-12-02-prefetch-tma-search.md). Shapes:
 // head_dim 128 at batch 64 with 8 kv heads (one block a (row, kv head), one wave), at batch 16
-// with 2 (a row's keys over a cluster of blocks), head_dim 64 at batch 40; positions from 0 (one
-// key) to the context's last, partial and whole tiles.
+// with 2 (a row's keys over a cluster of blocks), head_dim 64 at batch 40, and at batch 3 with 4
+// kv heads (12 pairs: the CUDA-core kernel); positions from 0 (one key) to the context's last,
+// partial and whole tiles. The error is checked for every (row, head) on its own as well as over
+// all of them: pooled, a row that lost its last tile would hide behind the others.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -48,7 +52,7 @@ TEST_F(llm_decode_attention, nan_past_the_keys_matches_host) {
   auto& dev = itera::cuda::as_cuda(*m_dev);
   dev.make_current();
   for (const attention_case& ac : {attention_case{128, 32, 8, 64, 300}, attention_case{128, 8, 2, 16, 700},
-                                   attention_case{64, 4, 2, 40, 161}}) {
+                                   attention_case{64, 4, 2, 40, 161}, attention_case{64, 8, 4, 3, 161}}) {
     const std::int64_t hd = ac.head_dim, group = ac.heads / ac.kv_heads;
     SCOPED_TRACE("head_dim " + std::to_string(hd) + ", " + std::to_string(ac.heads) + " heads, " +
                  std::to_string(ac.kv_heads) + " kv heads, batch " + std::to_string(ac.rows));
@@ -86,7 +90,7 @@ TEST_F(llm_decode_attention, nan_past_the_keys_matches_host) {
                  dout.as<__nv_bfloat16>(), dev.stream());
     ASSERT_EQ(cudaStreamSynchronize(dev.stream()), cudaSuccess);
     const auto got = download<__nv_bfloat16>(dout);
-    double diff = 0, norm = 0;
+    double diff = 0, norm = 0, worst_head = 0;
     std::int64_t non_finite = 0;
     for (std::int64_t t = 0; t < ac.rows; ++t)
       for (std::int64_t h = 0; h < ac.heads; ++h) {
@@ -103,6 +107,7 @@ TEST_F(llm_decode_attention, nan_past_the_keys_matches_host) {
           top = std::max(top, dot * scale);
         }
         for (auto& x : w) sum += x = std::exp(x - top);
+        double head_diff = 0, head_norm = 0;
         for (std::int64_t d = 0; d < hd; ++d) {
           double ref = 0;
           for (std::int64_t p = 0; p < keys; ++p)
@@ -110,16 +115,22 @@ TEST_F(llm_decode_attention, nan_past_the_keys_matches_host) {
           ref /= sum;
           const double g = __bfloat162float(got[static_cast<std::size_t>(t * q_dim + h * hd + d)]);
           non_finite += !std::isfinite(g);
-          diff += (g - ref) * (g - ref);
-          norm += ref * ref;
+          head_diff += (g - ref) * (g - ref);
+          head_norm += ref * ref;
         }
+        diff += head_diff;
+        norm += head_norm;
+        worst_head = std::max(worst_head, std::sqrt(head_diff / head_norm));
       }
     EXPECT_EQ(non_finite, 0) << "outputs that are not finite: a NaN past a row's keys reached P V";
     const double error = std::sqrt(diff / norm);
-    std::printf("decode attention, head_dim %lld, batch %lld, NaN past the keys: normalised error %.3g\n",
-                static_cast<long long>(hd), static_cast<long long>(ac.rows), error);
-    // P rounded to bf16 for P V, the output to bf16: ~3e-3 expected.
-    EXPECT_LT(error, 2e-2);
+    std::printf("decode attention, head_dim %lld, batch %lld, NaN past the keys: normalised error %.3g, worst "
+                "(row, head) %.3g\n",
+                static_cast<long long>(hd), static_cast<long long>(ac.rows), error, worst_head);
+    // P rounded to bf16 for P V, the output to bf16 (2^-9 relative): pooled 0.6-1.6e-3 measured
+    // (run 4 of the record); a (row, head) a few times that at most.
+    EXPECT_LT(error, 5e-3);
+    EXPECT_LT(worst_head, 2e-2) << "a (row, head) far from the host's: keys lost or taken from another head";
   }
 }
 

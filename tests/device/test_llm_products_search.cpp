@@ -9,14 +9,18 @@
 // first pick ranks, and that pick's time on one copy relaunched (its weights L2-resident where
 // they fit). Then the same products with their k range in 2-14 parts run as one strided batch
 // (the engine's residual products in parts: k::add_rms_norm). Searches, not checks of the engine:
-// they run only with ITERA_LLM_PRODUCTS_SEARCH=1 (a minute on an H200).
+// they run only with ITERA_LLM_PRODUCTS_SEARCH=1 (a minute on an H200). ITERA_LLM_SEARCH_TOKENS
+// sets the first search's tokens (64 unless given; 2048 for a prefill's products: run 4 of
+// docs/perf/2026-12-02-prefetch-tma-search.md); the split search stays at 64.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tests/support/random_values.hpp"
@@ -131,8 +135,13 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
   const cudaStream_t s = dev.stream();
   // Tokens: 64, or ITERA_LLM_SEARCH_TOKENS (a prefill's 2048, say: the same products, bound by
   // their arithmetic there; the TB/s column is then the weights' bytes over the time, not a limit).
-  const char* tokens = std::getenv("ITERA_LLM_SEARCH_TOKENS");
-  const std::int64_t n = tokens ? std::max<std::int64_t>(1, std::atoll(tokens)) : 64;
+  std::int64_t n = 64;
+  if (const char* tokens = std::getenv("ITERA_LLM_SEARCH_TOKENS")) {
+    const std::string_view text(tokens);
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    ASSERT_TRUE(ec == std::errc() && end == text.data() + text.size() && n >= 1 && n <= 65536)
+        << "ITERA_LLM_SEARCH_TOKENS=" << text << ": give a count of tokens, 1 to 65536";
+  }
   for (const product_shape& sh : llama_8b_products) {
     SCOPED_TRACE(sh.name);
     const product_operands ops = operands_for(dev, sh, n, static_cast<std::size_t>(n * sh.m), 11);

@@ -1,6 +1,8 @@
 #pragma once
 // Device tests' common fixture: the cuda backend on device 0, or the test skipped with the reason
 // where no CUDA device is usable (or the build has no cuda backend). Cuda builds only include it.
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <optional>
 
@@ -18,6 +20,12 @@ class cuda_test : public ::testing::Test {
     const auto availability = cuda_availability();
     if (!availability.usable) GTEST_SKIP() << "no usable CUDA device: " << availability.reason;
     m_dev = make_cuda_backend(0);
+  }
+  // A launch that failed in this test (its error returned and thrown, but also kept as the
+  // runtime's last error) is not left for the next test's launch check to find: on the H200 a
+  // launch refused in one test failed the next one too (docs/perf/2026-12-02-prefetch-tma-search.md).
+  void TearDown() override {
+    if (m_dev) (void)cudaGetLastError();
   }
   std::unique_ptr<backend> m_dev;
 };
