@@ -83,7 +83,8 @@ TEST_F(llm_decode_attention, nan_past_the_keys_matches_host) {
             vc[at] = __float2bfloat16(u(gen));
           }
     const itera::cuda::device_buffer dq = upload(dev, qkv), dk = upload(dev, kc), dv = upload(dev, vc),
-                                     dpos = upload(dev, pos), dout = dev.allocate(static_cast<std::size_t>(ac.rows * q_dim) * 2);
+                                     dpos = upload(dev, pos),
+                                     dout = dev.allocate(static_cast<std::size_t>(ac.rows * q_dim) * 2);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     k::prepare_attention<__nv_bfloat16>(s);  // the kernels' shared memory past 48 KiB, as an engine asks
     k::attention(dq.as<__nv_bfloat16>(), dk.data(), dv.data(), dpos.as<std::int32_t>(), ac.rows, s, false, scale,
@@ -95,7 +96,9 @@ TEST_F(llm_decode_attention, nan_past_the_keys_matches_host) {
     for (std::int64_t t = 0; t < ac.rows; ++t)
       for (std::int64_t h = 0; h < ac.heads; ++h) {
         const std::int64_t kvh = h / group, keys = pos[static_cast<std::size_t>(t)] + 1;
-        const auto cache_at = [&](std::int64_t p) { return static_cast<std::size_t>(((t * ac.kv_heads + kvh) * ac.max_context + p) * hd); };
+        const auto cache_at = [&](std::int64_t p) {
+          return static_cast<std::size_t>(((t * ac.kv_heads + kvh) * ac.max_context + p) * hd);
+        };
         std::vector<double> w(static_cast<std::size_t>(keys));
         double top = -INFINITY, sum = 0;
         for (std::int64_t p = 0; p < keys; ++p) {
