@@ -152,14 +152,14 @@ __device__ __forceinline__ bool move_reference(warp_rows<DP>& st, float cand_lo,
 // rescaled by (mma.cuh: scale_rows) before P V is added; returns false when that factor is 1 for all the
 // warp's rows (warp-uniform: the rescale may be skipped). Shared by the mma.sync and the wgmma (sm_90a)
 // kernels, whose accumulators have this layout.
-template <bool Masking, int DP, class Allowed>
-__device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_k / 8][4], int k0,
-                                             const Allowed& allowed, float scale_log2, int lane, float& a_lo,
-                                             float& a_hi) {
+// Tiles of 8 NS keys: NS = tile_k / 8 here, 16 for the Hopper prefill's 128-key tiles.
+template <bool Masking, int DP, class Allowed, int NS>
+__device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[NS][4], int k0, const Allowed& allowed,
+                                             float scale_log2, int lane, float& a_lo, float& a_hi) {
   if constexpr (Masking) {
     const int t4 = lane % 4;
 #pragma unroll
-    for (int n = 0; n < tile_k / 8; ++n) {
+    for (int n = 0; n < NS; ++n) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int key = k0 + n * 8 + 2 * t4 + e;
@@ -170,7 +170,7 @@ __device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_
   }
   float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
 #pragma unroll
-  for (int n = 0; n < tile_k / 8; ++n) {
+  for (int n = 0; n < NS; ++n) {
     tmax_lo = fmaxf(tmax_lo, fmaxf(s[n][0], s[n][1]));
     tmax_hi = fmaxf(tmax_hi, fmaxf(s[n][2], s[n][3]));
   }
@@ -188,7 +188,7 @@ __device__ __forceinline__ bool softmax_tile(warp_rows<DP>& st, float (&s)[tile_
   const float mn_lo = st.m_lo, mn_hi = st.m_hi;
   float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
-  for (int n = 0; n < tile_k / 8; ++n) {
+  for (int n = 0; n < NS; ++n) {
     s[n][0] = exp2_approx(fmaf(s[n][0], scale_log2, -mn_lo));
     s[n][1] = exp2_approx(fmaf(s[n][1], scale_log2, -mn_lo));
     s[n][2] = exp2_approx(fmaf(s[n][2], scale_log2, -mn_hi));
@@ -210,8 +210,8 @@ __device__ __forceinline__ void online_softmax(warp_rows<DP>& st, float (&s)[til
 }
 
 // P's A fragment (of type A) for keys 16 kk .. 16 kk + 15, straight from the softmax's registers.
-template <class A>
-__device__ __forceinline__ void p_fragment(const float (&s)[tile_k / 8][4], int kk, unsigned (&pa)[4]) {
+template <class A, int NS>
+__device__ __forceinline__ void p_fragment(const float (&s)[NS][4], int kk, unsigned (&pa)[4]) {
   pa[0] = pack2<A>(s[2 * kk][0], s[2 * kk][1]);
   pa[1] = pack2<A>(s[2 * kk][2], s[2 * kk][3]);
   pa[2] = pack2<A>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
@@ -303,10 +303,11 @@ struct key_mask {
     if constexpr (Causal) return key <= (hi ? pos_hi : pos_lo);
     else return key < keys;
   }
-  // Whether the tile of keys k0 .. k0 + 63 holds a key some row may not see.
+  // Whether the tile of keys k0 .. k0 + KT - 1 holds a key some row may not see.
+  template <int KT = tile_k>
   __device__ bool tile_needs_mask(int k0) const {
-    if constexpr (Causal) return k0 > diag_from - 1;
-    else return k0 + tile_k > keys;
+    if constexpr (Causal) return k0 + (KT - tile_k) > diag_from - 1;
+    else return k0 + KT > keys;
   }
 };
 

@@ -96,28 +96,31 @@ struct layout {
   static constexpr std::size_t bytes = v + stages * tile;  // D = 128: 112 KiB, two blocks per SM
 };
 
-// Q K^T of one key tile: s = Q [64][D] x K [64][D]^T, both tiles in the swizzle layout.
-template <class A, int D>
-__device__ __forceinline__ void scores(float (&s)[tile_k / 8][4], unsigned q, unsigned k) {
-  constexpr unsigned half = tile_q * 128;  // bytes of a [64][64] half (tile_q == tile_k)
+// Q K^T of one key tile of 8 NS keys (64, or 128 in the Hopper prefill's kernel): s = Q [64][D] x
+// K [8 NS][D]^T, both tiles in the swizzle layout (64-column halves of 64 and 8 NS rows).
+template <class A, int D, int NS>
+__device__ __forceinline__ void scores(float (&s)[NS][4], unsigned q, unsigned k) {
+  static_assert(NS == 8 || NS == 16, "key tiles of 64 or 128");
+  constexpr unsigned q_half = tile_q * 128, k_half = NS * 8 * 128;  // bytes of a 64-column half
   const std::uint64_t dq = wgmma::descriptor(q, 16, 1024), dk = wgmma::descriptor(k, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    const unsigned step = static_cast<unsigned>(kk / 4) * half + static_cast<unsigned>(kk % 4) * 32;
-    wgmma::mma_64x64_ss<A>(s, wgmma::advance(dq, step), wgmma::advance(dk, step), kk > 0);
+    const unsigned within = static_cast<unsigned>(kk % 4) * 32, half = static_cast<unsigned>(kk / 4);
+    const std::uint64_t a = wgmma::advance(dq, half * q_half + within), b = wgmma::advance(dk, half * k_half + within);
+    if constexpr (NS == 8) wgmma::mma_64x64_ss<A>(s, a, b, kk > 0);
+    else wgmma::mma_64x128_ss<A>(s, a, b, kk > 0);
   }
 }
 
 // O += P V over the first `groups` 16-key steps of the tile: P's A fragments (p_fragment, all
 // made before the wgmma fence, so that no register the instructions read changes between them),
 // V [64][D].
-template <class A, int D>
-__device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned (&pa)[tile_k / 16][4], unsigned v,
-                                           int groups) {
-  constexpr unsigned half = tile_k * 128;  // LBO: the second 64 columns of V
+template <class A, int D, int NP>
+__device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned (&pa)[NP][4], unsigned v, int groups) {
+  constexpr unsigned half = NP * 16 * 128;  // LBO: the second 64 columns of V (a tile of 16 NP keys)
   const std::uint64_t dv = wgmma::descriptor(v, half, 1024);
 #pragma unroll
-  for (int kk = 0; kk < tile_k / 16; ++kk) {
+  for (int kk = 0; kk < NP; ++kk) {
     if (kk >= groups) break;  // uniform over the warpgroup
     const std::uint64_t desc = wgmma::advance(dv, static_cast<unsigned>(kk) * 16 * 128);
     if constexpr (D == 128) wgmma::mma_64x128_rs<A>(o, pa[kk], desc);
@@ -130,8 +133,8 @@ __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned 
 // together, the softmax of tile j + 1 (softmax(j + 1)) runs on the others while P V does, then O
 // is rescaled for the P V of tile j + 1 (rescale()) and its P packed (pack()). Shared by the
 // streaming kernel below and the persistent one (flash_attention_persistent.cuh).
-template <class A, int D, class J, class AddPv, class Softmax, class Rescale, class Pack>
-__device__ __forceinline__ void overlapped_step(float (&s)[tile_k / 8][4], float (&o)[D / 8][4], unsigned q_addr,
+template <class A, int D, class J, class AddPv, class Softmax, class Rescale, class Pack, int NS>
+__device__ __forceinline__ void overlapped_step(float (&s)[NS][4], float (&o)[D / 8][4], unsigned q_addr,
                                                 unsigned k_next, J j, const AddPv& add_pv, const Softmax& softmax,
                                                 const Rescale& rescale, const Pack& pack) {
   wgmma::fence_operands(s);
@@ -370,32 +373,35 @@ __device__ __forceinline__ void attend_tail_rows(float* scratch, const A* q, std
 // flight (ptxas serialises the products when registers of one may be written between the issue of
 // another and the wait), P packed into the A fragments pa once the P V before it is done (that one
 // reads pa while it runs), and P V of tile j issued.
-template <class A, int D, bool Causal>
+template <class A, int D, bool Causal, int KT = tile_k>
 struct tile_pass {
+  static_assert(KT == 64 || KT == 128, "key tiles of 64 or 128");
   warp_rows<D>& st;
   const key_mask<Causal>& allowed;
   float scale_log2;
   int lane;
-  float s[tile_k / 8][4];
-  unsigned pa[tile_k / 16][4];
+  float s[KT / 8][4];
+  unsigned pa[KT / 16][4];
   float a_lo = 0.0f, a_hi = 0.0f;
   bool moved = false;  // O needs the rescale by a_lo, a_hi (warp-uniform)
 
   __device__ __forceinline__ void softmax(std::int64_t t) {
-    const int k0 = static_cast<int>(t) * tile_k;
-    if (allowed.tile_needs_mask(k0)) moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
-    else moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+    const int k0 = static_cast<int>(t) * KT;
+    if (allowed.template tile_needs_mask<KT>(k0))
+      moved = softmax_tile<true, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
+    else
+      moved = softmax_tile<false, D>(st, s, k0, allowed, scale_log2, lane, a_lo, a_hi);
   }
   __device__ __forceinline__ void pack() {
 #pragma unroll
-    for (int kk = 0; kk < tile_k / 16; ++kk) p_fragment<A>(s, kk, pa[kk]);
+    for (int kk = 0; kk < KT / 16; ++kk) p_fragment<A>(s, kk, pa[kk]);
   }
   __device__ __forceinline__ void rescale() {
     if (moved) scale_rows(st.o, a_lo, a_hi);
   }
   // P V of tile j, its V tile at v (a shared-memory address).
   __device__ __forceinline__ void add_pv(std::int64_t j, unsigned v) {
-    const int groups = (min(tile_k, allowed.keys - static_cast<int>(j) * tile_k) + 15) / 16;
+    const int groups = (min(KT, allowed.keys - static_cast<int>(j) * KT) + 15) / 16;
     wgmma::fence_operands(st.o);
     wgmma::fence();
     accumulate<A, D>(st.o, pa, v, groups);

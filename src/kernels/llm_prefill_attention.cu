@@ -88,12 +88,12 @@ struct causal_prefill_policy {
 // kernel of flash_attention_wgmma.cuh runs): FlashAttention-3's
 // layout of a block. One block takes 128 query rows of one (sequence, head): warpgroup 0's first
 // thread is the producer, asking the TMA for the rows' Q once and for each key tile's K and V
-// ([64][64] boxes of the qkv rows, the 128-byte swizzle the wgmma kernels read) into rings of three
+// ([64][64] boxes of the qkv rows, the 128-byte swizzle the wgmma kernels read) into rings of
 // stages, full and empty barriers each; warpgroups 1 and 2 each take 64 of the rows and run the
 // wgmma kernel's steps on them (flash_attention_wgmma.cuh: tile_pass, scores, the same softmax,
 // order and roundings), sharing each K and V tile, so a tile is copied once for 128 rows instead
 // of once for 64 and no consumer thread issues a copy. The first warpgroup's rows end 64 keys
-// earlier: it passes over the last key tile, releasing its stages once they have come.
+// earlier: with 64-key tiles it passes over the last one, releasing its stages once they have come.
 //
 // Measured on the H200 (llama-3.1-8b, 2048 tokens; docs/perf/2026-12-01-fused-products.md, runs
 // 12-13): the attention itself 3.44-3.49 ms a pass against 3.23-3.29 for the three-block kernel
@@ -106,28 +106,55 @@ struct causal_prefill_policy {
 // (2a4c7d4) on the H200 (docs/perf/2026-12-01-ws-fp8-step.md, run 1): the llm, prefill and attention
 // device tests passed with it; the prefill held 4 s, 48.20-48.25 ms against 48.33-48.45 for the
 // three-block kernel, alternating. Hence the default.
+//
+// Key tiles of 128 (FlashAttention-3's at head_dim 128; ITERA_PREFILL_ATTENTION_KEYS_128=0 keeps 64):
+// S = Q K^T as wgmma m64n128k16, the softmax over 64 scores a thread, P V over eight 16-key steps,
+// half the steps' fixed costs (barriers, waits, the row max's shuffles) per key; K and V in rings of
+// two stages (three measured no faster), the setmaxnreg split below for the registers. The first
+// warpgroup computes the diagonal tile's scores over all 128 keys (the second half masked for its
+// rows) and skips P V past its keys. H200, llama-3.1-8b (docs/perf/2026-12-02-attention-keys-clusters.md):
+// the attention of a 2048-token pass 3.42 -> 3.26 ms, of an 8192-token pass 43.6 -> 38.5 ms
+// (403 -> 457 TFLOP/s, the pass 222.2 -> 220.0 ms); the 2048-token pass held 4 s the same
+// (48.1-48.3 ms both ways: the card's 700 W cap, the time the attention saves going to the power).
 namespace ws {
 
-constexpr int threads = 384, stages = 3, rows = 128;
-template <int D>
+constexpr int threads = 384, rows = 128;
+// Key tiles of KT keys (128, or 64 with ITERA_PREFILL_ATTENTION_KEYS_128=0) in rings of `stages` K
+// and V tiles (three of 64 keys; two of 128).
+template <int D, int KT>
 struct layout {
+  static constexpr int stages = KT == 64 ? 3 : 2;
   static constexpr unsigned q_bytes = flash::tile_q * D * 2;  // one warpgroup's 64 rows
-  static constexpr unsigned tile = flash::tile_k * D * 2;     // a K or V tile
+  static constexpr unsigned tile = KT * D * 2;                // a K or V tile: [D / 64][KT][64]
   static constexpr unsigned q = 0, k = 2 * q_bytes, v = k + stages * tile, bars = v + stages * tile;
   // q_full, then k_full, k_empty, v_full, v_empty [stages] each
   static constexpr unsigned bytes = bars + 8 * (1 + 4 * stages);
+  static_assert(bytes <= 227 * 1024, "the sm_90 limit of dynamic shared memory a block");
 };
+
+// The registers a warpgroup holds from here on (setmaxnreg): with 128-key tiles the consumers'
+// scores, P and O (64 + 32 + 64 a thread at head_dim 128) need more than the 168 a thread of three
+// warpgroups, so the producer's warpgroup gives some back (FlashAttention-3's split: 40 and 232).
+template <int N>
+[[maybe_unused]] __device__ __forceinline__ void registers_down() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+[[maybe_unused]] __device__ __forceinline__ void registers_up() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 
 struct shape {
   int heads, kv_heads, q_dim, kv_dim;
   std::int64_t rows_per_seq;
 };
 
-template <class A, int D>
+template <class A, int D, int KT>
 __global__ void __launch_bounds__(threads, 1)
     causal_kernel(const __grid_constant__ CUtensorMap map, const shape sh, A* out, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = layout<D>;
+  using L = layout<D, KT>;
+  constexpr int stages = L::stages;
   constexpr int boxes = D / 64;  // [64][64] boxes a row of D
   extern __shared__ __align__(1024) unsigned char smem[];
   // The warpgroup broadcast from lane 0: uniform to the compiler, which otherwise takes the
@@ -143,7 +170,7 @@ __global__ void __launch_bounds__(threads, 1)
   const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * rows;
   const int block_rows = static_cast<int>(min(static_cast<std::int64_t>(rows), sh.rows_per_seq - q0));
   const int row0 = static_cast<int>(seq * sh.rows_per_seq + q0);  // the block's first row of the pass
-  const int n = static_cast<int>((q0 + block_rows + flash::tile_k - 1) / flash::tile_k);  // key tiles
+  const int n = static_cast<int>((q0 + block_rows + KT - 1) / KT);  // key tiles
   if (tid == 0) {
     tma::barrier_init(q_full, 1);
     for (int i = 0; i < stages; ++i) {
@@ -161,6 +188,7 @@ __global__ void __launch_bounds__(threads, 1)
   grid_dependency_wait();
 
   if (wg == 0) {
+    if constexpr (KT == 128) registers_down<40>();
     if (tid != 0) return;
     const int q_col = head * D, k_col = sh.q_dim + kv_head * D, v_col = sh.q_dim + sh.kv_dim + kv_head * D;
     const int key_row0 = static_cast<int>(seq * sh.rows_per_seq);
@@ -175,7 +203,9 @@ __global__ void __launch_bounds__(threads, 1)
         if (j >= stages) tma::barrier_wait(empty + 8 * st, parity);
         tma::barrier_expect_bytes(full + 8 * st, L::tile);
         for (int b = 0; b < boxes; ++b)
-          tma::load_2d(dst + st * L::tile + b * 64 * 128, map, col + 64 * b, key_row0 + 64 * j, full + 8 * st);
+          for (int rb = 0; rb < KT / 64; ++rb)
+            tma::load_2d(dst + st * L::tile + (b * KT + rb * 64) * 128, map, col + 64 * b, key_row0 + KT * j + 64 * rb,
+                         full + 8 * st);
       };
       load(k_full, k_empty, base + L::k, k_col);
       load(v_full, v_empty, base + L::v, v_col);
@@ -183,17 +213,18 @@ __global__ void __launch_bounds__(threads, 1)
     return;
   }
 
+  if constexpr (KT == 128) registers_up<232>();
   const int c = wg - 1, g = lane / 4;
   flash::block_work<A> w;  // the consumer's 64 rows: their positions and keys
   w.first_pos = q0 + 64 * c;
   w.rows = max(0, min(64, block_rows - 64 * c));
   w.keys = w.first_pos + w.rows;
-  const int nc = w.rows > 0 ? static_cast<int>((w.keys + flash::tile_k - 1) / flash::tile_k) : 0;
+  const int nc = w.rows > 0 ? static_cast<int>((w.keys + KT - 1) / KT) : 0;
   const int my_first = warp * flash::warp_rows_per_warp;
   const flash::key_mask<true> allowed(w, my_first, g);
   flash::warp_rows<D> st;
   st.reset();
-  flash::sm90::tile_pass<A, D, true> tp{st, allowed, scale_log2, lane};
+  flash::sm90::tile_pass<A, D, true, KT> tp{st, allowed, scale_log2, lane};
   const unsigned q_addr = base + L::q + c * L::q_bytes;
   const auto k_addr = [&](int j) { return base + L::k + static_cast<unsigned>(j % stages) * L::tile; };
   const auto v_addr = [&](int j) { return base + L::v + static_cast<unsigned>(j % stages) * L::tile; };
@@ -248,12 +279,12 @@ __global__ void __launch_bounds__(threads, 1)
                             my_first, w.rows, lane);
 #else
   (void)map, (void)sh, (void)out, (void)scale_log2;
-  (void)layout<D>::q;  // read by the sm_90a body only (nvcc's "declared but never referenced")
+  (void)layout<D, KT>::q;  // read by the sm_90a body only (nvcc's "declared but never referenced")
   __trap();  // launched only where wgmma_available()
 #endif
 }
 
-template <class A, int D>
+template <class A, int D, int KT>
 void launch(const A* qkv, std::int64_t rows_total, const attention_shape& s, float scale, A* out,
             cudaStream_t stream) {
   const std::int64_t width = (s.heads + 2 * s.kv_heads) * D;
@@ -262,15 +293,18 @@ void launch(const A* qkv, std::int64_t rows_total, const attention_shape& s, flo
                  static_cast<int>(s.kv_heads * D), s.rows_per_seq};
   const dim3 grid(static_cast<unsigned>(rows_total / s.rows_per_seq * s.heads),
                   static_cast<unsigned>((s.rows_per_seq + rows - 1) / rows));
-  constexpr auto kernel = causal_kernel<A, D>;
-  allow_dynamic_shared(reinterpret_cast<const void*>(kernel), layout<D>::bytes);
-  itera::kernels::launch(kernel, grid, threads, layout<D>::bytes, stream, map, sh, out,
+  constexpr auto kernel = causal_kernel<A, D, KT>;
+  allow_dynamic_shared(reinterpret_cast<const void*>(kernel), layout<D, KT>::bytes);
+  itera::kernels::launch(kernel, grid, threads, layout<D, KT>::bytes, stream, map, sh, out,
                          scale * 1.4426950408889634f);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
 // ITERA_PREFILL_ATTENTION_WS=0 keeps the three-block kernel (A/B runs); a test may override it.
 overridable_switch ws_switch{"ITERA_PREFILL_ATTENTION_WS", true};
+// ITERA_PREFILL_ATTENTION_KEYS_128=0 keeps key tiles of 64 (A/B runs); a test may override it.
+overridable_switch wide_keys_switch{"ITERA_PREFILL_ATTENTION_KEYS_128", true};
+bool wide_key_tiles() { return wide_keys_switch.on(); }
 
 // Whether the warp-specialized kernel takes this prefill: switched on, where the wgmma kernel
 // would run (attention_choice.hpp; so a test pinning mma.sync still gets it), head_dim 64 or 128,
@@ -287,7 +321,10 @@ template <class A, int D>
 bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
   if constexpr (D == 64 || D == 128)
     if (ws::takes(s, rows)) {
-      ws::launch<A, D>(qkv, rows, s, scale, out, stream);
+      if (ws::wide_key_tiles())
+        ws::launch<A, D, 128>(qkv, rows, s, scale, out, stream);
+      else
+        ws::launch<A, D, 64>(qkv, rows, s, scale, out, stream);
       return true;
     }
   const std::int64_t seqs = rows / s.rows_per_seq;
@@ -302,6 +339,8 @@ bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, floa
 bool prefill_attention_warp_specialized(const attention_shape& s, std::int64_t rows) { return ws::takes(s, rows); }
 
 void override_prefill_attention_warp_specialized(std::optional<bool> on) { ws::ws_switch.override(on); }
+
+void override_prefill_attention_wide_keys(std::optional<bool> on) { ws::wide_keys_switch.override(on); }
 
 bool prefill_attention_supported(const attention_shape& s) {
   if (s.kv_heads < 1 || s.heads % s.kv_heads != 0) return false;

@@ -143,6 +143,38 @@ __device__ __forceinline__ void mma_64x128_rs(float (&d)[16][4], const unsigned 
     ITERA_WGMMA_64X128_RS("bf16");
 }
 
+// d (+)= A B^T over k = 16: A [64][16] and B [128][16], both K-major in shared memory
+// (descriptors); the scores of the Hopper prefill attention's 128-key tiles (llm_prefill_attention.cu).
+#define ITERA_WGMMA_64X128_SS(TYPE) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n" \
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]) \
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)))
+
+template <class A>
+__device__ __forceinline__ void mma_64x128_ss(float (&d)[16][4], std::uint64_t a, std::uint64_t b, bool accumulate) {
+  if constexpr (is_fp16<A>)
+    ITERA_WGMMA_64X128_SS("f16");
+  else
+    ITERA_WGMMA_64X128_SS("bf16");
+}
+
 // d (+)= A B^T over k = 16: A [64][16] and B [256][16], both K-major in shared memory
 // (descriptors); the GEMM of vit_gemm.cu. accumulate false: d = A B^T (a tile's first step, so
 // that its 128 accumulators need no zeroing).
@@ -241,5 +273,6 @@ __device__ __forceinline__ void mma_64x224_ss(float (&d)[28][4], std::uint64_t a
 #undef ITERA_WGMMA_64X224_SS
 #undef ITERA_WGMMA_64X64_RS
 #undef ITERA_WGMMA_64X128_RS
+#undef ITERA_WGMMA_64X128_SS
 
 }  // namespace itera::kernels::wgmma

@@ -112,6 +112,7 @@ class llm_cuda : public itera::test::cuda_test {};
 
 // The prefill attention's warp-specialized kernel switched on or off for a scope.
 using ws_scope = itera::test::override_scope<bool, &itera::kernels::llm::override_prefill_attention_warp_specialized>;
+using wide_keys_scope = itera::test::override_scope<bool, &itera::kernels::llm::override_prefill_attention_wide_keys>;
 
 TEST_F(llm_cuda, tiny_matches_cpu_reference) {
   const model_config c = preset("tiny");
@@ -539,11 +540,12 @@ TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
 
 // The causal prefill attention through many key tiles at the head dims of real models, on each
 // tensor-core kernel this device runs (attention_choice.hpp: on an H100/H200 the warp-specialized
-// wgmma kernel, the three-block wgmma kernel (ITERA_PREFILL_ATTENTION_WS=0), then mma.sync):
-// 333 tokens (six key tiles, the last partial, so the wgmma kernel's three-buffer ring wraps and
-// its diagonal tiles fall mid-tile), two sequences, logits of every 37th position and the last
-// against the cpu reference, and the kernels' logits against the first's; in bf16 and in fp16
-// compute (fp16 weights and cache: the kernels' f16 mma.sync and wgmma instructions).
+// wgmma kernel with key tiles of 64 and of 128, the three-block wgmma kernel
+// (ITERA_PREFILL_ATTENTION_WS=0), then mma.sync): 333 tokens (six key tiles of 64, three of 128,
+// the last partial, so that the kernels' rings wrap and their diagonal tiles fall mid-tile), two
+// sequences, logits of every 37th position and the last against the cpu reference, and the
+// kernels' logits against the first's; in bf16 and in fp16 compute (fp16 weights and cache: the
+// kernels' f16 mma.sync and wgmma instructions).
 TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
   using itera::kernels::attention_kernel;
   for (const dtype compute : {dtype::bf16, dtype::fp16})
@@ -571,17 +573,18 @@ TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
       const itera::kernels::llm::attention_shape shape{c.heads, c.kv_heads, c.head_dim, opts.max_context, prompt};
       std::vector<std::vector<float>> got;
       std::vector<std::string> names;
-      for (const auto& [k, warp_specialized] :
-           {std::pair{attention_kernel::wgmma, true}, std::pair{attention_kernel::wgmma, false},
-            std::pair{attention_kernel::mma_sync, false}}) {
+      for (const auto& [k, warp_specialized, wide_keys] :
+           {std::tuple{attention_kernel::wgmma, true, false}, std::tuple{attention_kernel::wgmma, true, true},
+            std::tuple{attention_kernel::wgmma, false, false}, std::tuple{attention_kernel::mma_sync, false, false}}) {
         const itera::test::attention_kernel_scope choice(k);
         const auto ran = itera::kernels::attention_kernel_for(head_dim);
         if (ran != k) continue;  // no wgmma kernel on this device: mma.sync is the other pass
         const ws_scope ws(warp_specialized);
+        const wide_keys_scope wide(wide_keys);
         const bool takes = itera::kernels::llm::prefill_attention_warp_specialized(shape, batch * prompt);
         if (takes != warp_specialized) continue;  // not an sm_90a device, or this head_dim: the next pass
         names.push_back(std::string(warp_specialized ? "warp-specialized " : "") +
-                        itera::kernels::attention_kernel_name(ran));
+                        (wide_keys ? "128-key-tile " : "") + itera::kernels::attention_kernel_name(ran));
         cuda_engine eng(*m_dev, w, opts);
         got.push_back(eng.prefill(ids, prompt, true));
         const auto& logits = got.back();
