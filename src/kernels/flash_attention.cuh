@@ -143,7 +143,7 @@ __device__ __forceinline__ bool move_reference(warp_rows<DP>& st, float cand_lo,
   return moves;
 }
 
-// The online softmax of one tile's scores s (the warp's 16 rows x 64 keys k0 .., mma C fragments:
+// The online softmax of one tile's scores s (the warp's 16 rows x 8 NS keys k0 .., mma C fragments:
 // s[n] holds keys k0 + 8n ..), in base 2: with Masking, keys for which allowed(key, row_hi) is
 // false are set to -inf first (only the tiles that need it pay for the test). The running max is
 // kept scaled (m = max(s) x scale_log2: the scale is positive), so each probability is one fused

@@ -114,7 +114,7 @@ __device__ __forceinline__ void scores(float (&s)[NS][4], unsigned q, unsigned k
 
 // O += P V over the first `groups` 16-key steps of the tile: P's A fragments (p_fragment, all
 // made before the wgmma fence, so that no register the instructions read changes between them),
-// V [64][D].
+// V [16 NP][D].
 template <class A, int D, int NP>
 __device__ __forceinline__ void accumulate(float (&o)[D / 8][4], const unsigned (&pa)[NP][4], unsigned v, int groups) {
   constexpr unsigned half = NP * 16 * 128;  // LBO: the second 64 columns of V (a tile of 16 NP keys)

@@ -165,9 +165,12 @@ bool prefill_attention(const A* qkv, std::int64_t rows, const attention_shape& s
 // turns it off, and a test may override the switch (std::nullopt: the environment's choice again).
 bool prefill_attention_warp_specialized(const attention_shape& s, std::int64_t rows);
 void override_prefill_attention_warp_specialized(std::optional<bool> on);
-// The warp-specialized kernel's key tiles: 128 keys (FlashAttention-3's) where on (the default), 64
-// otherwise (ITERA_PREFILL_ATTENTION_KEYS_128=0); a test may override the switch.
+// The warp-specialized kernel's key tiles: 128 keys (FlashAttention-3's) at head_dim 128 where on
+// (the default), 64 otherwise (ITERA_PREFILL_ATTENTION_KEYS_128=0); a test may override the switch.
+// prefill_attention_key_tile: the tile that prefill runs, 0 where the warp-specialized kernel does
+// not take it.
 void override_prefill_attention_wide_keys(std::optional<bool> on);
+int prefill_attention_key_tile(const attention_shape& s, std::int64_t rows);
 // The dynamic shared memory attention needs, and whether the device allows it (sets the kernel's
 // attribute when above the default 48 KiB). Throws when max_context is too long for this kernel.
 template <class A>

@@ -91,9 +91,10 @@ struct causal_prefill_policy {
 // ([64][64] boxes of the qkv rows, the 128-byte swizzle the wgmma kernels read) into rings of
 // stages, full and empty barriers each; warpgroups 1 and 2 each take 64 of the rows and run the
 // wgmma kernel's steps on them (flash_attention_wgmma.cuh: tile_pass, scores, the same softmax,
-// order and roundings), sharing each K and V tile, so a tile is copied once for 128 rows instead
-// of once for 64 and no consumer thread issues a copy. The first warpgroup's rows end 64 keys
-// earlier: with 64-key tiles it passes over the last one, releasing its stages once they have come.
+// order and, with 64-key tiles, roundings), sharing each K and V tile, so a tile is copied once for
+// 128 rows instead of once for 64 and no consumer thread issues a copy. The first warpgroup's rows
+// end 64 keys earlier: with 64-key tiles it passes over the last one, releasing its stages once
+// they have come (as does a warpgroup with no rows, in a sequence's last block).
 //
 // Measured on the H200 (llama-3.1-8b, 2048 tokens; docs/perf/2026-12-01-fused-products.md, runs
 // 12-13): the attention itself 3.44-3.49 ms a pass against 3.23-3.29 for the three-block kernel
@@ -107,10 +108,13 @@ struct causal_prefill_policy {
 // device tests passed with it; the prefill held 4 s, 48.20-48.25 ms against 48.33-48.45 for the
 // three-block kernel, alternating. Hence the default.
 //
-// Key tiles of 128 (FlashAttention-3's at head_dim 128; ITERA_PREFILL_ATTENTION_KEYS_128=0 keeps 64):
+// Key tiles of 128 at head_dim 128 (FlashAttention-3's; ITERA_PREFILL_ATTENTION_KEYS_128=0 keeps 64,
+// and head_dim 64 keeps them, not measured with 128):
 // S = Q K^T as wgmma m64n128k16, the softmax over 64 scores a thread, P V over eight 16-key steps,
 // half the steps' fixed costs (barriers, waits, the row max's shuffles) per key; K and V in rings of
-// two stages (three measured no faster), the setmaxnreg split below for the registers. The first
+// two stages (three measured no faster), the setmaxnreg split below for the registers (without it
+// ptxas spills and serialises the products). The reference max moves per tile, so P's roundings
+// differ from the 64-key kernel's (logits 2e-3 apart in bf16, 3e-4 in fp16). The first
 // warpgroup computes the diagonal tile's scores over all 128 keys (the second half masked for its
 // rows) and skips P V past its keys. H200, llama-3.1-8b (docs/perf/2026-12-02-attention-keys-clusters.md):
 // the attention of a 2048-token pass 3.42 -> 3.26 ms, of an 8192-token pass 43.6 -> 38.5 ms
@@ -135,6 +139,12 @@ struct layout {
 // The registers a warpgroup holds from here on (setmaxnreg): with 128-key tiles the consumers'
 // scores, P and O (64 + 32 + 64 a thread at head_dim 128) need more than the 168 a thread of three
 // warpgroups, so the producer's warpgroup gives some back (FlashAttention-3's split: 40 and 232).
+// setmaxnreg.inc waits until the block's pool holds what it asks for: the split must fit the 168 a
+// thread that __launch_bounds__(threads, 1) gives all three warpgroups at launch, or the consumers
+// would wait forever.
+constexpr int producer_registers = 40, consumer_registers = 232;
+static_assert(128 * producer_registers + 256 * consumer_registers <= 65536 / threads / 8 * 8 * threads,
+              "the register split within the block's allocation at launch");
 template <int N>
 [[maybe_unused]] __device__ __forceinline__ void registers_down() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
@@ -188,7 +198,7 @@ __global__ void __launch_bounds__(threads, 1)
   grid_dependency_wait();
 
   if (wg == 0) {
-    if constexpr (KT == 128) registers_down<40>();
+    if constexpr (KT == 128) registers_down<producer_registers>();
     if (tid != 0) return;
     const int q_col = head * D, k_col = sh.q_dim + kv_head * D, v_col = sh.q_dim + sh.kv_dim + kv_head * D;
     const int key_row0 = static_cast<int>(seq * sh.rows_per_seq);
@@ -213,7 +223,7 @@ __global__ void __launch_bounds__(threads, 1)
     return;
   }
 
-  if constexpr (KT == 128) registers_up<232>();
+  if constexpr (KT == 128) registers_up<consumer_registers>();
   const int c = wg - 1, g = lane / 4;
   flash::block_work<A> w;  // the consumer's 64 rows: their positions and keys
   w.first_pos = q0 + 64 * c;
@@ -304,7 +314,8 @@ void launch(const A* qkv, std::int64_t rows_total, const attention_shape& s, flo
 overridable_switch ws_switch{"ITERA_PREFILL_ATTENTION_WS", true};
 // ITERA_PREFILL_ATTENTION_KEYS_128=0 keeps key tiles of 64 (A/B runs); a test may override it.
 overridable_switch wide_keys_switch{"ITERA_PREFILL_ATTENTION_KEYS_128", true};
-bool wide_key_tiles() { return wide_keys_switch.on(); }
+// Key tiles of 128 where switched on, at head_dim 128 (measured there; 64 keeps 64-key tiles).
+int key_tile(std::int64_t head_dim) { return wide_keys_switch.on() && head_dim == 128 ? 128 : 64; }
 
 // Whether the warp-specialized kernel takes this prefill: switched on, where the wgmma kernel
 // would run (attention_choice.hpp; so a test pinning mma.sync still gets it), head_dim 64 or 128,
@@ -321,10 +332,12 @@ template <class A, int D>
 bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, float scale, A* out, cudaStream_t stream) {
   if constexpr (D == 64 || D == 128)
     if (ws::takes(s, rows)) {
-      if (ws::wide_key_tiles())
-        ws::launch<A, D, 128>(qkv, rows, s, scale, out, stream);
-      else
-        ws::launch<A, D, 64>(qkv, rows, s, scale, out, stream);
+      if constexpr (D == 128)
+        if (ws::key_tile(D) == 128) {
+          ws::launch<A, D, 128>(qkv, rows, s, scale, out, stream);
+          return true;
+        }
+      ws::launch<A, D, 64>(qkv, rows, s, scale, out, stream);
       return true;
     }
   const std::int64_t seqs = rows / s.rows_per_seq;
@@ -337,6 +350,10 @@ bool run_prefill(const A* qkv, std::int64_t rows, const attention_shape& s, floa
 }  // namespace
 
 bool prefill_attention_warp_specialized(const attention_shape& s, std::int64_t rows) { return ws::takes(s, rows); }
+
+int prefill_attention_key_tile(const attention_shape& s, std::int64_t rows) {
+  return ws::takes(s, rows) ? ws::key_tile(s.head_dim) : 0;
+}
 
 void override_prefill_attention_warp_specialized(std::optional<bool> on) { ws::ws_switch.override(on); }
 

@@ -540,22 +540,27 @@ TEST_F(llm_cuda, tensor_core_attention_at_head_dims_64_and_128) {
 
 // The causal prefill attention through many key tiles at the head dims of real models, on each
 // tensor-core kernel this device runs (attention_choice.hpp: on an H100/H200 the warp-specialized
-// wgmma kernel with key tiles of 64 and of 128, the three-block wgmma kernel
+// wgmma kernel with key tiles of 64 and, at head_dim 128, of 128, the three-block wgmma kernel
 // (ITERA_PREFILL_ATTENTION_WS=0), then mma.sync): 333 tokens (six key tiles of 64, three of 128,
-// the last partial, so that the kernels' rings wrap and their diagonal tiles fall mid-tile), two
+// the last partial, so that the kernels' rings wrap and their diagonal tiles fall mid-tile) and
+// 684 (six tiles of 128: the two-stage ring's parity back to its first; a sequence's last block of
+// 128 rows holds 44, so its second warpgroup has none and only releases the tiles), two
 // sequences, logits of every 37th position and the last against the cpu reference, and the
 // kernels' logits against the first's; in bf16 and in fp16 compute (fp16 weights and cache: the
 // kernels' f16 mma.sync and wgmma instructions).
 TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
   using itera::kernels::attention_kernel;
   for (const dtype compute : {dtype::bf16, dtype::fp16})
-    for (const auto& [head_dim, heads, kv_heads] : {std::tuple{64, 4, 2}, std::tuple{128, 8, 2}}) {
-      SCOPED_TRACE(std::string(dtype_name(compute)) + " compute, head_dim " + std::to_string(head_dim));
+    for (const auto& [head_dim, heads, kv_heads, prompt] :
+         {std::tuple{64, 4, 2, std::int64_t{333}}, std::tuple{64, 4, 2, std::int64_t{684}},
+          std::tuple{128, 8, 2, std::int64_t{333}}, std::tuple{128, 8, 2, std::int64_t{684}}}) {
+      SCOPED_TRACE(std::string(dtype_name(compute)) + " compute, head_dim " + std::to_string(head_dim) + ", " +
+                   std::to_string(prompt) + " tokens");
       const double tolerance = tolerance_for(compute);
       const model_config c = tiny_at_head_dim(head_dim, heads, kv_heads);
       const model_weights w = weights_for(c, compute, 41);
       const reference_model ref(w);
-      constexpr std::int64_t batch = 2, prompt = 333;
+      constexpr std::int64_t batch = 2;
       const std::vector<std::int32_t> ids = random_ids(c, batch * prompt, static_cast<std::uint32_t>(head_dim) + 7);
       engine_options opts;
       opts.batch = batch;
@@ -583,6 +588,8 @@ TEST_F(llm_cuda, long_causal_prefill_on_each_attention_kernel) {
         const wide_keys_scope wide(wide_keys);
         const bool takes = itera::kernels::llm::prefill_attention_warp_specialized(shape, batch * prompt);
         if (takes != warp_specialized) continue;  // not an sm_90a device, or this head_dim: the next pass
+        if (takes && itera::kernels::llm::prefill_attention_key_tile(shape, batch * prompt) != (wide_keys ? 128 : 64))
+          continue;  // 128-key tiles run at head_dim 128 only
         names.push_back(std::string(warp_specialized ? "warp-specialized " : "") +
                         (wide_keys ? "128-key-tile " : "") + itera::kernels::attention_kernel_name(ran));
         cuda_engine eng(*m_dev, w, opts);
