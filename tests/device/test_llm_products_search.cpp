@@ -15,12 +15,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "tests/support/random_values.hpp"
@@ -32,6 +30,7 @@
 
 #include "src/cuda/cublaslt_util.hpp"
 #include "src/cuda/cuda_backend_impl.hpp"
+#include "src/kernels/launch.cuh"
 #include "tests/support/cuda_test.hpp"
 #include "tests/support/numeric_error.hpp"
 #endif
@@ -135,13 +134,9 @@ TEST_F(llm_products_timing, batch64_cublaslt_search) {
   const cudaStream_t s = dev.stream();
   // Tokens: 64, or ITERA_LLM_SEARCH_TOKENS (a prefill's 2048, say: the same products, bound by
   // their arithmetic there; the TB/s column is then the weights' bytes over the time, not a limit).
-  std::int64_t n = 64;
-  if (const char* tokens = std::getenv("ITERA_LLM_SEARCH_TOKENS")) {
-    const std::string_view text(tokens);
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    ASSERT_TRUE(ec == std::errc() && end == text.data() + text.size() && n >= 1 && n <= 65536)
-        << "ITERA_LLM_SEARCH_TOKENS=" << text << ": give a count of tokens, 1 to 65536";
-  }
+  const std::int64_t n =
+      itera::kernels::env_count("ITERA_LLM_SEARCH_TOKENS", 64, "give a count of tokens, 1 to 65536");
+  ASSERT_TRUE(n >= 1 && n <= 65536) << "ITERA_LLM_SEARCH_TOKENS=" << n << ": give a count of tokens, 1 to 65536";
   for (const product_shape& sh : llama_8b_products) {
     SCOPED_TRACE(sh.name);
     const product_operands ops = operands_for(dev, sh, n, static_cast<std::size_t>(n * sh.m), 11);
