@@ -22,6 +22,7 @@ stage_recorder::scope stage_recorder::enter(std::string_view name) {
   span s{};
   s.name_id = intern(name);
   s.parent = m_stack.empty() ? -1 : static_cast<std::int32_t>(m_stack.back());
+  s.repetition = m_repetition;
   if (m_memory) {
     // Each stage sees its own high-water mark: start it at what is held now, restore on close.
     s.saved_peak = m_memory->exchange_peak(m_memory->current());
@@ -72,6 +73,7 @@ std::vector<stage_record> stage_recorder::finish() {
     ~clear_on_exit() {
       r.m_spans.clear();
       r.m_stack.clear();
+      r.m_repetition = -1;
       if (r.m_clock) r.m_clock->reset();
     }
   } clear{*this};
@@ -99,6 +101,8 @@ std::vector<stage_record> stage_recorder::finish() {
     }
   }
 
+  // Every stage gets one slot a repetition marked, zero where it did not run in that one.
+  const auto repetitions = static_cast<std::size_t>(m_repetition + 1);
   std::vector<stage_record> out;
   std::map<std::string, std::size_t> by_path;
   std::vector<std::string> paths(m_spans.size());
@@ -116,13 +120,17 @@ std::vector<stage_record> stage_recorder::finish() {
       r.depth = depth;
       r.device_ns = m_clock ? 0.0 : -1.0;
       r.device_time_method = m_clock ? std::string(m_clock->method()) : "";
+      r.repetition_ns.assign(repetitions, 0.0);
       out.push_back(std::move(r));
     }
     stage_record& r = out[it->second];
     const std::int64_t host_end = s.closed ? s.host_end_ns : host_now_ns();
+    const auto host = static_cast<double>(host_end - s.host_begin_ns);
+    const double device = m_clock && s.closed && subtree[i].any ? subtree[i].end - subtree[i].start : 0.0;
     r.calls += 1;
-    r.host_ns += static_cast<double>(host_end - s.host_begin_ns);
-    if (m_clock && s.closed && subtree[i].any) r.device_ns += subtree[i].end - subtree[i].start;
+    r.host_ns += host;
+    r.device_ns += device;  // stays -1 without a clock: device is 0 then
+    if (s.repetition >= 0) r.repetition_ns[static_cast<std::size_t>(s.repetition)] += m_clock ? device : host;
     r.bytes_read += s.bytes_read;
     r.bytes_written += s.bytes_written;
     r.flops += s.flops;

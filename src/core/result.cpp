@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "itera/core/errors.hpp"
+#include "itera/core/stats.hpp"
 
 namespace itera {
 
@@ -49,6 +50,12 @@ const metric* case_record::find_metric(const std::string& name) const {
   for (const auto& m : metrics)
     if (m.name == name) return &m;
   return nullptr;
+}
+
+double stage_record::per_repetition_ns(double repetitions) const {
+  if (!repetition_ns.empty()) return summarize(repetition_ns).median;
+  const double total = device_ns >= 0 ? device_ns : host_ns;
+  return repetitions > 0 ? total / repetitions : -1.0;
 }
 
 const stage_record* case_record::find_stage(std::string_view path) const {
@@ -175,6 +182,9 @@ ojson to_json(const case_record& r) {
                       {"flops", s.flops},
                       {"memory_peak_bytes", s.memory_peak_bytes},
                       {"memory_end_bytes", s.memory_end_bytes}});
+    // Top-level stages only: nested ones would multiply the file by their count (a pipeline's dozen
+    // stages over thousands of repetitions); read back, they fall back to their mean.
+    if (s.depth == 0 && !s.repetition_ns.empty()) stages.back()["repetition_ns"] = samples_to_json(s.repetition_ns);
   }
   ojson j = {{"type", "case"},
              {"workload", r.workload},
@@ -257,6 +267,7 @@ case_record case_from_json(const ojson& j) {
     st.flops = s.at("flops").get<double>();
     st.memory_peak_bytes = s.at("memory_peak_bytes").get<std::uint64_t>();
     st.memory_end_bytes = s.at("memory_end_bytes").get<std::uint64_t>();
+    if (s.contains("repetition_ns")) st.repetition_ns = s.at("repetition_ns").get<std::vector<double>>();
     r.stages.push_back(std::move(st));
   }
   const auto& stats = j.at("stats");

@@ -84,6 +84,7 @@ void case_state::exec(const std::function<void()>& launch) {
   stop_reason reason = stop_reason::none;
   while (reason == stop_reason::none) {
     timer.start();  // may wait for earlier work (CUPTI): not part of this sample
+    m_stages.next_repetition();  // the stages' times in this sample (stage_record::repetition_ns)
     const std::int64_t t0 = host_now_ns();
     launch();
     timer.stop();

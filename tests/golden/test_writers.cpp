@@ -188,7 +188,7 @@ result_set h200_set() {
       set_timing(t, 24, medians[d][m], 0.01 * (1 + m), true);
       t.metrics = {{"throughput/bytes", 1073741824 / (medians[d][m] * 1e-9), "B/s"}, {"link/theoretical", 63.015e9, "B/s"}};
       if (d == 0 && m == 0) {
-        t.stages = {{"upload", 0, 24, 24 * 19.9e6, 24 * 19.7e6, "cuda_events", 1073741824.0 * 24, 0, 0, 1073741824, 1073741824}};
+        t.stages = {{"upload", 0, 24, 24 * 19.9e6, 24 * 19.7e6, "cuda_events", 1073741824.0 * 24, 0, 0, 1073741824, 1073741824, {}}};
       }
       s.cases.push_back(t);
     }
@@ -198,10 +198,10 @@ result_set h200_set() {
   set_timing(bf16, 120, 1.4807e6, 0.002, true);
   bf16.metrics = {{"throughput/flops", bf16.flops / 1.4807e-3, "FLOP/s"},
                   {"utilisation/gemm.bf16", bf16.flops / 1.4807e-3 / 7.71e14, "1"}};
-  bf16.stages = {{"prepare", 0, 1, 3.1e8, -1, "", 0, 0, 0, 0, 0},
+  bf16.stages = {{"prepare", 0, 1, 3.1e8, -1, "", 0, 0, 0, 0, 0, {}},
                  {"compute", 0, 120, 120 * 1.4961e6, 120 * 1.4807e6, "cuda_graph_events", 120 * bf16.bytes_read,
-                  120 * bf16.bytes_written, 120 * bf16.flops, 402653184 + 33554432, 402653184},
-                 {"compute/verify", 1, 1, 2.05e9, -1, "", 0, 0, 0, 402653184, 402653184}};
+                  120 * bf16.bytes_written, 120 * bf16.flops, 402653184 + 33554432, 402653184, {}},
+                 {"compute/verify", 1, 1, 2.05e9, -1, "", 0, 0, 0, 402653184, 402653184, {}}};
   s.cases.push_back(bf16);
 
   case_record fp16 = gemm_case("fp16", "fp16");

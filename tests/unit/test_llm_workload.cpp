@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -119,6 +120,17 @@ TEST(LlmWorkloadOffline, ComputeLoopRecordsLatencyThroughputAndPlan) {
   EXPECT_TRUE(has_stage(rec, "prefill")) << stage_list(rec);
   EXPECT_TRUE(has_stage(rec, "decode")) << stage_list(rec);
   EXPECT_FALSE(has_stage(rec, "d2h")) << "the compute loop copies nothing back";
+  // TTFT and TPOT: the median repetition's stage time, as the case's own rate; the means beside.
+  const double reps = static_cast<double>(rec.device_ns.size());
+  for (const auto& [stage, latency, per] : {std::tuple{"prefill", "latency/ttft", 1.0},
+                                           std::tuple{"decode", "latency/tpot", 7.0}}) {
+    const stage_record* s = rec.find_stage(stage);
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(s->repetition_ns.size(), rec.device_ns.size()) << stage << ": one time a repetition";
+    EXPECT_DOUBLE_EQ(metric_value(rec, latency), summarize(s->repetition_ns).median / per * 1e-9) << stage;
+    const double total = s->device_ns >= 0 ? s->device_ns : s->host_ns;
+    EXPECT_DOUBLE_EQ(metric_value(rec, std::string(latency) + "_mean"), total / reps / per * 1e-9) << stage;
+  }
   EXPECT_EQ(rec.fields.at("precision.weights"), "bf16");
   EXPECT_EQ(rec.fields.at("model"), "tiny");
   EXPECT_EQ(rec.fields.at("context"), "24") << "prompt + output";

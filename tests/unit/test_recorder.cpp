@@ -204,5 +204,67 @@ TEST(Recorder, DeviceTimeSumsOverCalls) {
   EXPECT_EQ(stages[1].device_ns, 1000);
 }
 
+TEST(Recorder, RepetitionTimesSplitTheTotals) {
+  fake_clock clock;
+  // Before any repetition: warm (span 0). Repetition 0: step { kernel } twice (spans 1-4);
+  // repetition 1: step { kernel } once (5, 6) and a stage of its own (7); repetition 2: nothing.
+  clock.own = {{0, {0, 50}},         {2, {100, 400}}, {4, {500, 600}},
+               {6, {1000, 1700}},    {7, {2000, 2005}}};
+  stage_recorder rec(&clock);
+  { auto warm = rec.enter("warm"); }
+  rec.next_repetition();
+  for (int i = 0; i < 2; ++i) {
+    auto step = rec.enter("step");
+    auto kernel = rec.enter("kernel");
+  }
+  rec.next_repetition();
+  {
+    auto step = rec.enter("step");
+    auto kernel = rec.enter("kernel");
+  }
+  { auto once = rec.enter("once"); }
+  rec.next_repetition();
+  const auto stages = rec.finish();
+  std::map<std::string, const stage_record*> by;
+  for (const auto& s : stages) by[s.path] = &s;
+  ASSERT_EQ(stages.size(), 4u);
+  EXPECT_EQ(by["step"]->repetition_ns, (std::vector<double>{400, 700, 0})) << "every call of a repetition added";
+  EXPECT_EQ(by["step/kernel"]->repetition_ns, (std::vector<double>{400, 700, 0}));
+  EXPECT_EQ(by["once"]->repetition_ns, (std::vector<double>{0, 5, 0})) << "zero where the stage did not run";
+  EXPECT_EQ(by["warm"]->repetition_ns, (std::vector<double>{0, 0, 0})) << "opened before the first repetition";
+  EXPECT_EQ(by["warm"]->device_ns, 50) << "it still counts in the total";
+  EXPECT_EQ(by["step"]->device_ns, 1100);
+  EXPECT_EQ(by["step"]->per_repetition_ns(3), 400) << "the median repetition";
+
+  { auto after = rec.enter("after"); }
+  const auto next = rec.finish();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_TRUE(next[0].repetition_ns.empty()) << "finish clears the repetitions";
+}
+
+TEST(Recorder, RepetitionTimesFallBackToHostWithoutAClock) {
+  stage_recorder rec;
+  rec.next_repetition();
+  {
+    auto s = rec.enter("sleep");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto stages = rec.finish();
+  ASSERT_EQ(stages.size(), 1u);
+  ASSERT_EQ(stages[0].repetition_ns.size(), 1u);
+  EXPECT_EQ(stages[0].repetition_ns[0], stages[0].host_ns);
+  EXPECT_EQ(stages[0].per_repetition_ns(1), stages[0].host_ns);
+}
+
+TEST(Recorder, PerRepetitionIsTheMeanWhereNoneWereMarked) {
+  stage_record s;
+  s.device_ns = 900;
+  s.host_ns = 5000;
+  EXPECT_EQ(s.per_repetition_ns(3), 300) << "device total over the repetitions";
+  s.device_ns = -1;
+  EXPECT_EQ(s.per_repetition_ns(2), 2500) << "no device clock: the host total";
+  EXPECT_EQ(s.per_repetition_ns(0), -1);
+}
+
 }  // namespace
 }  // namespace itera

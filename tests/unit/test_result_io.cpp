@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -70,7 +71,7 @@ case_record sample_case(const std::string& m) {
   r.metrics = {{"throughput/flops", 1.5e9, "FLOP/s"}};
   r.check = {true, true, 1e-7, 1e-5, "cpu"};
   r.throttle.reasons = {"sw_power_cap"};
-  r.stages = {{"compute", 0, 3, 301.5, -1, "", 10, 20, 30, 4096, 0}};
+  r.stages = {{"compute", 0, 3, 301.5, -1, "", 10, 20, 30, 4096, 0, {100.0, 101.5, 100.0}}};
   return r;
 }
 
@@ -118,8 +119,28 @@ TEST_F(ResultIo, RoundTripsWhatResultStreamWrites) {
   EXPECT_EQ(r.throttle.reasons, std::vector<std::string>{"sw_power_cap"});
   ASSERT_EQ(r.stages.size(), 1u);
   EXPECT_EQ(r.stages[0].memory_peak_bytes, 4096u);
+  EXPECT_EQ(r.stages[0].repetition_ns, (std::vector<double>{100.0, 101.5, 100.0}));
   // Writing what was read gives the same lines: nothing is lost on the way.
   EXPECT_EQ(to_json(r), to_json(sample_case("128")));
+}
+
+TEST_F(ResultIo, KeepsRepetitionTimesOfTopLevelStagesOnly) {
+  case_record r = sample_case("64");
+  r.stages.push_back({"compute/inner", 1, 3, 90, -1, "", 0, 0, 0, 0, 0, {30.0, 30.0, 30.0}});
+  const ojson j = to_json(r);
+  EXPECT_TRUE(j.at("stages").at(0).contains("repetition_ns"));
+  EXPECT_FALSE(j.at("stages").at(1).contains("repetition_ns")) << "nested stages keep their totals alone";
+  r.stages[0].repetition_ns.clear();
+  EXPECT_FALSE(to_json(r).at("stages").at(0).contains("repetition_ns")) << "none marked: none written";
+  {
+    result_stream out(path("run.jsonl"));
+    out.write(sample_context());
+    out.write(r);
+  }
+  const result_set s = read_results(path("run.jsonl"));
+  ASSERT_EQ(s.cases.size(), 1u);
+  EXPECT_TRUE(s.cases[0].stages[0].repetition_ns.empty()) << "results written before repetitions were kept";
+  EXPECT_EQ(s.cases[0].stages[0].per_repetition_ns(3), 301.5 / 3) << "their mean instead";
 }
 
 TEST_F(ResultIo, RejectsAForeignJsonFile) {

@@ -241,13 +241,18 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
     const stage_record* p = r.find_stage("prefill");
     const stage_record* d = r.find_stage("decode");
     if (!p || !d) throw std::logic_error("llm offline: the prefill and decode stages were not recorded");
-    // Stage totals cover every timed repetition (warm-up is dropped), each entering the prefill
-    // and decode stages once per wave.
+    // Each timed repetition (warm-up dropped) enters the prefill and decode stages once per wave.
+    // The rates and latencies take the median repetition, the statistic of the case's own rate and
+    // of the ceilings they are divided by (a mean here against a median there would count every
+    // throttled repetition against the workload alone); the means are kept beside them.
     const double samples = static_cast<double>(r.device_ns.size());
-    const double prefill_s = (p->device_ns >= 0 ? p->device_ns : p->host_ns) * 1e-9 / samples;
-    const double decode_s = (d->device_ns >= 0 ? d->device_ns : d->host_ns) * 1e-9 / samples;
+    const double prefill_s = p->per_repetition_ns(samples) * 1e-9;
+    const double decode_s = d->per_repetition_ns(samples) * 1e-9;
+    const double prefill_mean_s = (p->device_ns >= 0 ? p->device_ns : p->host_ns) * 1e-9 / samples;
+    const double decode_mean_s = (d->device_ns >= 0 ? d->device_ns : d->host_ns) * 1e-9 / samples;
     const double waves = static_cast<double>(p->calls) / samples;
     r.metrics.push_back({"latency/ttft", prefill_s / waves, "s"});
+    r.metrics.push_back({"latency/ttft_mean", prefill_mean_s / waves, "s"});
     r.metrics.push_back(
         {"throughput/prefill_tokens_per_s", static_cast<double>(plan.prompt_tokens) / prefill_s, "tokens/s"});
     const double prefill_flops = plan.prefill.flops / prefill_s;
@@ -260,6 +265,7 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
     if (plan.decode_steps > 0 && decode_s > 0) {
       const double tpot = decode_s / static_cast<double>(plan.decode_steps);
       r.metrics.push_back({"latency/tpot", tpot, "s"});
+      r.metrics.push_back({"latency/tpot_mean", decode_mean_s / static_cast<double>(plan.decode_steps), "s"});
       r.metrics.push_back({"throughput/decode_tokens_per_s", static_cast<double>(plan.decode.tokens) / decode_s, "tokens/s"});
       const double bandwidth = plan.decode.bytes_moved() / decode_s;
       r.metrics.push_back({"throughput/decode_bytes", bandwidth, "B/s"});

@@ -82,10 +82,15 @@ class stage_recorder {
   // Opens a span named `name` under the innermost open span.
   [[nodiscard]] scope enter(std::string_view name);
 
+  // Starts the next timed repetition: spans opened from here on count toward it in their stage's
+  // repetition_ns (finish()). The runner calls it before each sample; spans opened before the first
+  // call belong to none, and with no call at all repetition_ns stays empty.
+  void next_repetition() { ++m_repetition; }
+
   // Resolves device times and aggregates the spans by path (in first-seen order). A span's device
   // time runs from the first start to the last end of the work it and its nested spans enqueued
   // (0 when they enqueued none). Call after the device work has finished or let it wait. Clears the
-  // recorder.
+  // recorder, repetitions included.
   std::vector<stage_record> finish();
 
   std::size_t open_depth() const { return m_stack.size(); }
@@ -96,6 +101,7 @@ class stage_recorder {
     std::int32_t parent;  // index into m_spans, -1 for a root
     std::int64_t host_begin_ns, host_end_ns;
     std::uint32_t clock_span;  // the device clock's id of this span
+    std::int32_t repetition;   // m_repetition when opened (-1: none)
     double bytes_read, bytes_written, flops;
     std::uint64_t saved_peak, memory_peak, memory_end;
     bool closed;
@@ -108,6 +114,7 @@ class stage_recorder {
   std::vector<std::string> m_names;
   std::vector<span> m_spans;
   std::vector<std::uint32_t> m_stack;
+  std::int32_t m_repetition = -1;  // the repetition spans now open into; -1 before the first
 };
 
 }  // namespace itera

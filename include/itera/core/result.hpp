@@ -68,6 +68,14 @@ struct stage_record {
   double bytes_read = 0, bytes_written = 0, flops = 0;  // declared by the workload, totals
   std::uint64_t memory_peak_bytes = 0;  // allocator peak while the stage was open
   std::uint64_t memory_end_bytes = 0;   // allocator bytes in use when the stage last closed
+  // The stage's time in each timed repetition, in order (device time where it had a device clock,
+  // else host; every call in that repetition added): empty where the runner marked no repetitions
+  // (a session's lanes, a scenario timing itself). Results files keep it for top-level stages only.
+  std::vector<double> repetition_ns;
+
+  // Its time in one repetition: the median of repetition_ns (the statistic the case's own rate and
+  // the ceilings use), or the mean over `repetitions` where there are none. -1 with no time at all.
+  double per_repetition_ns(double repetitions) const;
 };
 
 struct verification {
