@@ -64,6 +64,24 @@ const stage_record* case_record::find_stage(std::string_view path) const {
   return nullptr;
 }
 
+double case_record::stages_per_repetition_ns(std::span<const std::string> paths) const {
+  const double repetitions = static_cast<double>(device_ns.size());
+  std::vector<double> sums;  // a sum a repetition while every stage has repetition times
+  bool marked = true;
+  double total = 0;
+  for (const auto& p : paths) {
+    const stage_record* s = find_stage(p);
+    if (!s) return -1;
+    total += s->device_ns >= 0 ? s->device_ns : s->host_ns;
+    marked = marked && !s->repetition_ns.empty() && (sums.empty() || s->repetition_ns.size() == sums.size());
+    if (!marked) continue;
+    if (sums.empty()) sums.assign(s->repetition_ns.size(), 0.0);
+    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += s->repetition_ns[i];
+  }
+  if (marked && !sums.empty()) return summarize(sums).median;
+  return repetitions > 0 ? total / repetitions : -1.0;
+}
+
 namespace {
 
 // JSON has no infinity: non-finite numbers are written as null and read back as infinity.

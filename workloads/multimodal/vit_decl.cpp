@@ -56,12 +56,6 @@ vit_weights draw_weights(const vit_config& c, dtype storage, std::uint64_t seed)
   return w;
 }
 
-double stage_seconds(const case_record& r, const std::string& path) {
-  const stage_record* s = r.find_stage(path);
-  if (!s) return -1;
-  return (s->device_ns >= 0 ? s->device_ns : s->host_ns) * 1e-9;
-}
-
 }  // namespace
 
 workload_decl vision_encoder_declaration() {
@@ -214,8 +208,8 @@ void add_vit_metrics(case_record& r, const ceiling_table& ceilings, const vit_ca
   const double per_batch_s = r.device_stats->median * 1e-9;
   r.metrics.push_back({"throughput/images_per_s", static_cast<double>(c.batch) / per_batch_s, "images/s"});
   if (r.stages.empty() || r.device_ns.empty()) return;
-  // Stage totals cover every timed repetition; each entered its stages once per repetition.
-  const double samples = static_cast<double>(r.device_ns.size());
+  // Each repetition enters its stages once; the median repetition's time, as the case's rate and
+  // the ceiling (case_record::stages_per_repetition_ns).
   const auto stages = vit_stages(c.config, c.weights, c.activations);
   const vit_work w = sum_work(stages, c.batch, vit_part::encoder);
   std::vector<std::string> gemm_paths, attention_paths, projector_paths;
@@ -227,13 +221,8 @@ void add_vit_metrics(case_record& r, const ceiling_table& ceilings, const vit_ca
     if (std::find(into.begin(), into.end(), path) == into.end()) into.push_back(path);
   }
   const auto seconds = [&](const std::vector<std::string>& paths) {
-    double total = 0;
-    for (const auto& p : paths) {
-      const double t = stage_seconds(r, p);
-      if (t < 0) return -1.0;
-      total += t;
-    }
-    return total / samples;
+    const double ns = r.stages_per_repetition_ns(paths);
+    return ns < 0 ? -1.0 : ns * 1e-9;
   };
   const double gemm_s = seconds(gemm_paths), attention_s = seconds(attention_paths),
                projector_s = seconds(projector_paths);

@@ -3,6 +3,7 @@
 #include <iosfwd>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -115,6 +116,10 @@ struct case_record {
   const std::string* find_axis(std::string_view name) const;  // nullptr when the case has no such axis
   const metric* find_metric(const std::string& name) const;
   const stage_record* find_stage(std::string_view path) const;  // nullptr when the case has no such path
+  // The stages at `paths` together in one repetition: their times added repetition by repetition,
+  // the median of those sums (stage_record::per_repetition_ns for several stages), or their totals'
+  // mean over the case's samples where any lacks repetition times. -1 when a path is absent.
+  double stages_per_repetition_ns(std::span<const std::string> paths) const;
 };
 
 ojson to_json(const run_context& c);

@@ -203,6 +203,42 @@ TEST(VitWorkload, FiguresFromTheStages) {
   EXPECT_EQ(r.metrics.size(), 1u);
 }
 
+// With repetition times (the runner's), the stages' figures take the median repetition, as the
+// case's rate and the ceiling do: a throttled repetition does not count against the GEMMs alone.
+TEST(VitWorkload, StageFiguresFromTheMedianRepetition) {
+  vit_case c;
+  c.config = vit_preset("tiny");
+  c.batch = 4;
+  c.stages = vit_stage_names::kinds;
+  case_record r;
+  r.device_ns = {2e6, 2e6, 6e6};  // the third repetition throttled
+  r.device_stats = summarize(r.device_ns);
+  double gemm_s = 0;
+  const auto all = vit_stages(c.config, dtype::bf16, dtype::bf16);
+  for (const auto& s : all) {
+    const std::string path = stage_path(s, c.stages);
+    if (r.find_stage(path)) continue;  // one record a path; its calls in a repetition added
+    const double per_ns = 10e3;
+    const auto calls = static_cast<double>(
+        std::count_if(all.begin(), all.end(), [&](const auto& x) { return stage_path(x, c.stages) == path; }));
+    stage_record st;
+    st.path = path;
+    st.repetition_ns = {calls * per_ns, calls * per_ns, 3 * calls * per_ns};
+    st.device_ns = 5 * calls * per_ns;
+    r.stages.push_back(st);
+    const bool projector = s.kind == vit_stage_kind::projector_fc1 || s.kind == vit_stage_kind::projector_fc2;
+    if (s.kind != vit_stage_kind::attention && !projector && s.gemm_m > 0) gemm_s += calls * per_ns * 1e-9;
+  }
+  ceiling_table ceilings;
+  ceilings["gemm.bf16"] = {"gemm.bf16", 1e12, "FLOP/s", ""};
+  add_vit_metrics(r, ceilings, c);
+  const auto w = sum_work(all, 4, vit_part::encoder);
+  ASSERT_GT(gemm_s, 0);
+  EXPECT_NEAR(metric(r, "throughput/encoder_gemm_flops"), w.gemm_flops / gemm_s, 1e-6 * w.gemm_flops / gemm_s)
+      << "the median repetition's GEMM time, not the mean's (5/3 of it)";
+  EXPECT_NEAR(metric(r, "time/encoder_gemm_share"), gemm_s / 2e-3, 1e-9);
+}
+
 // fc1_sums: bf16 (the default, as PyTorch rounds a bf16 Linear's output before its activation) or
 // fp32; the cpu reference follows either and records which. SigLIP's fc1 runs in cuBLASLt's
 // epilogue whatever the axis says: its field records fp32.
