@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -66,18 +68,28 @@ void case_state::exec(const std::function<void()>& launch) {
   // Warm-up: module loading, library handles, caches and clocks settle here, outside the samples.
   const std::int64_t warm_begin = host_now_ns();
   std::size_t warm_count = 0;
+  double last_warm_ns = 0;
   while (warm_count < m_options.warmup_min_count ||
          static_cast<double>(host_now_ns() - warm_begin) < m_options.warmup_min_time_s * 1e9) {
     timer.start();
     launch();
     timer.stop();
-    (void)timer.elapsed_ns();
+    last_warm_ns = timer.elapsed_ns();
     ++warm_count;
     if (static_cast<double>(host_now_ns() - warm_begin) > m_options.stop.max_time_s * 1e9) break;
   }
   m_record.warmup_count = warm_count;
   m_record.warmup_ns = static_cast<double>(host_now_ns() - warm_begin);
   (void)m_stages.finish();  // stages opened during warm-up are not part of the measurement
+
+  // A ceiling's launches a sample, from the last warm-up launch's time (one where there was none).
+  std::size_t launches = 1;
+  if (m_record.role == "ceiling" && m_options.ceiling_batch_s > 0 && last_warm_ns > 0) {
+    constexpr double most = 1024;  // an empty launch would otherwise ask for millions
+    launches = static_cast<std::size_t>(std::clamp(std::ceil(m_options.ceiling_batch_s * 1e9 / last_warm_ns), 1.0, most));
+    m_record.details["sample.launches"] = std::to_string(launches);
+  }
+  const auto per_launch = static_cast<double>(launches);
 
   stopper stop(m_options.stop);
   double measured_s = 0;
@@ -86,12 +98,12 @@ void case_state::exec(const std::function<void()>& launch) {
     timer.start();  // may wait for earlier work (CUPTI): not part of this sample
     m_stages.next_repetition();  // the stages' times in this sample (stage_record::repetition_ns)
     const std::int64_t t0 = host_now_ns();
-    launch();
+    for (std::size_t i = 0; i < launches; ++i) launch();
     timer.stop();
     timer.wait();  // R2: the work has finished before either clock is read
     const std::int64_t t1 = host_now_ns();
-    const double device_ns = timer.elapsed_ns();
-    m_record.host_ns.push_back(static_cast<double>(t1 - t0));
+    const double device_ns = timer.elapsed_ns() / per_launch;
+    m_record.host_ns.push_back(static_cast<double>(t1 - t0) / per_launch);
     m_record.device_ns.push_back(device_ns);
     measured_s += static_cast<double>(t1 - t0) * 1e-9;
     reason = stop.add(device_ns, measured_s);
@@ -273,7 +285,12 @@ void runner::add_derived_metrics(case_record& r, case_state& st) {
       r.metrics.push_back({"utilisation/" + st.m_ceiling_key, achieved / it->second.value, "fraction"});
   }
   if (r.role == "ceiling" && achieved > 0 && !st.m_ceiling_key.empty()) {
-    add_ceiling({st.m_ceiling_key, achieved, unit, fmt::format("{} {}", r.workload, r.axes_key())});
+    const auto batch = r.details.find("sample.launches");
+    add_ceiling({st.m_ceiling_key, achieved, unit,
+                 fmt::format("{} {}{}", r.workload, r.axes_key(),
+                             batch == r.details.end() || batch->second == "1"
+                                 ? ""
+                                 : fmt::format(" ({} launches back to back a sample)", batch->second))});
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
 
 #include "itera/core/errors.hpp"
@@ -113,7 +114,9 @@ TEST(Runner, UtilisationAgainstACeilingMeasuredInTheRun) {
     st.exec([] {});
   });
   auto dev = open_backend("cpu");
-  runner r(*dev, quick(), nullptr);
+  auto o = quick();
+  o.ceiling_batch_s = 0;  // an empty launch's time is the clock's own: batched, it would shrink to nothing
+  runner r(*dev, o, nullptr);
   r.run_one(w, {{"n", "1"}}, "ceiling");
   ASSERT_TRUE(r.ceilings().contains("copy.d2d"));
   EXPECT_EQ(r.ceilings().at("copy.d2d").unit, "B/s");
@@ -122,6 +125,50 @@ TEST(Runner, UtilisationAgainstACeilingMeasuredInTheRun) {
   ASSERT_NE(u, nullptr);
   EXPECT_GT(u->value, 0.05);
   EXPECT_LT(u->value, 20);
+}
+
+// A ceiling's sample is a batch of launches back to back (run_options::ceiling_batch_s), its times
+// divided by their count: the card loaded as a long workload loads it. Other cases: one a sample.
+TEST(Runner, CeilingSamplesAreBatchesOfLaunches) {
+  std::size_t launches = 0;
+  auto w = toy([&](case_state& st) {
+    st.set_work(1e6, 0, 0);
+    st.set_ceiling_key("gemm.fp32");
+    st.exec([&] {
+      ++launches;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  auto dev = open_backend("cpu");
+  auto o = quick();
+  o.ceiling_batch_s = 0.01;
+  o.stop.max_samples = 6;
+  runner r(*dev, o, nullptr);
+  const auto c = r.run_one(w, {{"n", "1"}}, "ceiling");
+  ASSERT_EQ(c.status, case_status::ok) << c.message;
+  ASSERT_TRUE(c.details.contains("sample.launches"));
+  const std::size_t batch = std::stoul(c.details.at("sample.launches"));
+  EXPECT_GE(batch, 3u) << "about 10 ms of 1 ms launches";
+  EXPECT_LE(batch, 10u);
+  EXPECT_EQ(launches, c.warmup_count + batch * c.device_ns.size());
+  ASSERT_TRUE(c.device_stats);
+  EXPECT_GE(c.device_stats->min, 1e6) << "the time a launch, not a batch";
+  EXPECT_LT(c.device_stats->median, 5e6);
+  EXPECT_NE(r.ceilings().at("gemm.fp32").how.find(c.details.at("sample.launches") + " launches back to back"),
+            std::string::npos)
+      << r.ceilings().at("gemm.fp32").how;
+
+  launches = 0;
+  const auto plain = r.run_one(w, {{"n", "1"}});
+  EXPECT_FALSE(plain.details.contains("sample.launches"));
+  EXPECT_EQ(launches, plain.warmup_count + plain.device_ns.size()) << "a case: one launch a sample";
+
+  o.ceiling_batch_s = 0;
+  runner one(*dev, o, nullptr);
+  launches = 0;
+  const auto unbatched = one.run_one(w, {{"n", "1"}}, "ceiling");
+  EXPECT_FALSE(unbatched.details.contains("sample.launches"));
+  EXPECT_EQ(launches, unbatched.warmup_count + unbatched.device_ns.size());
 }
 
 TEST(Runner, EveryFinishedCaseIsOnDiskBeforeTheNextStarts) {
