@@ -13,7 +13,9 @@ run_context make_context(backend& dev, const std::string& command);
 
 // Measures the ceilings of DESIGN.md (Definitions: Utilisation) on this device: a large
 // device-to-device copy, pinned host-to-device and device-to-host copies, and a large GEMM per
-// format in `gemm_formats` (8192^3 on cuda, 512^3 on cpu). Each is a case with role "ceiling".
+// format in `gemm_formats` (8192^3 on cuda, 512^3 on cpu). Each is a case with role "ceiling"
+// (one launch a sample); each GEMM again with role "sustained_ceiling" (batches of launches back to
+// back, run_options::ceiling_batch_s: what a power-capped card sustains; "gemm.<format>.sustained").
 void measure_ceilings(runner& r, const std::vector<std::string>& gemm_formats);
 
 // Formats table (R14): per format, supported by the hardware, compiled into this binary, and

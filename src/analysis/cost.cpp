@@ -134,8 +134,8 @@ bool is_load_case(const case_record& r) {
   return r.find_metric("load/meets_targets") != nullptr || axis(r, "scenario").value_or("") == "server";
 }
 
-// Offline cases with latency targets (ttft_ms, tpot_ms > 0) are held to them with their mean
-// latencies, scaled by `slowdown` (projected / measured time) on a projected card.
+// Offline cases with latency targets (ttft_ms, tpot_ms > 0) are held to them with their latencies
+// (the median repetition's; the mean in files before 2026-12-02), scaled by `slowdown` (projected / measured time) on a projected card.
 std::string offline_target_miss(const case_record& r, double slowdown) {
   std::string why;
   const auto check = [&](const char* target_axis, const char* metric_name) {

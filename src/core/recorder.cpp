@@ -22,7 +22,7 @@ stage_recorder::scope stage_recorder::enter(std::string_view name) {
   span s{};
   s.name_id = intern(name);
   s.parent = m_stack.empty() ? -1 : static_cast<std::int32_t>(m_stack.back());
-  s.repetition = m_repetition;
+  s.repetition = m_counting ? m_repetition : -1;
   if (m_memory) {
     // Each stage sees its own high-water mark: start it at what is held now, restore on close.
     s.saved_peak = m_memory->exchange_peak(m_memory->current());
@@ -74,6 +74,7 @@ std::vector<stage_record> stage_recorder::finish() {
       r.m_spans.clear();
       r.m_stack.clear();
       r.m_repetition = -1;
+      r.m_counting = false;
       if (r.m_clock) r.m_clock->reset();
     }
   } clear{*this};
@@ -101,8 +102,10 @@ std::vector<stage_record> stage_recorder::finish() {
     }
   }
 
-  // Every stage gets one slot a repetition marked, zero where it did not run in that one.
+  // Every stage gets one slot a repetition marked, zero where it did not run in that one: its
+  // device time, or its host time where it did no device work at all (as its totals are read).
   const auto repetitions = static_cast<std::size_t>(m_repetition + 1);
+  std::vector<std::vector<double>> host_repetitions;  // by stage, the host side of the same
   std::vector<stage_record> out;
   std::map<std::string, std::size_t> by_path;
   std::vector<std::string> paths(m_spans.size());
@@ -122,6 +125,7 @@ std::vector<stage_record> stage_recorder::finish() {
       r.device_time_method = m_clock ? std::string(m_clock->method()) : "";
       r.repetition_ns.assign(repetitions, 0.0);
       out.push_back(std::move(r));
+      host_repetitions.emplace_back(repetitions, 0.0);
     }
     stage_record& r = out[it->second];
     const std::int64_t host_end = s.closed ? s.host_end_ns : host_now_ns();
@@ -130,13 +134,18 @@ std::vector<stage_record> stage_recorder::finish() {
     r.calls += 1;
     r.host_ns += host;
     r.device_ns += device;  // stays -1 without a clock: device is 0 then
-    if (s.repetition >= 0) r.repetition_ns[static_cast<std::size_t>(s.repetition)] += m_clock ? device : host;
+    if (s.repetition >= 0) {
+      r.repetition_ns[static_cast<std::size_t>(s.repetition)] += device;
+      host_repetitions[it->second][static_cast<std::size_t>(s.repetition)] += host;
+    }
     r.bytes_read += s.bytes_read;
     r.bytes_written += s.bytes_written;
     r.flops += s.flops;
     r.memory_peak_bytes = std::max(r.memory_peak_bytes, s.memory_peak);
     r.memory_end_bytes = s.memory_end;
   }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (!(out[i].device_ns > 0)) out[i].repetition_ns = std::move(host_repetitions[i]);
   return out;
 }
 

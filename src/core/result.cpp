@@ -1,5 +1,6 @@
 #include "itera/core/result.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -54,7 +55,7 @@ const metric* case_record::find_metric(const std::string& name) const {
 
 double stage_record::per_repetition_ns(double repetitions) const {
   if (!repetition_ns.empty()) return summarize(repetition_ns).median;
-  const double total = device_ns >= 0 ? device_ns : host_ns;
+  const double total = device_ns > 0 ? device_ns : host_ns;
   return repetitions > 0 ? total / repetitions : -1.0;
 }
 
@@ -72,7 +73,7 @@ double case_record::stages_per_repetition_ns(std::span<const std::string> paths)
   for (const auto& p : paths) {
     const stage_record* s = find_stage(p);
     if (!s) return -1;
-    total += s->device_ns >= 0 ? s->device_ns : s->host_ns;
+    total += s->device_ns > 0 ? s->device_ns : s->host_ns;
     marked = marked && !s->repetition_ns.empty() && (sums.empty() || s->repetition_ns.size() == sums.size());
     if (!marked) continue;
     if (sums.empty()) sums.assign(s->repetition_ns.size(), 0.0);
@@ -188,6 +189,7 @@ ojson to_json(const case_record& r) {
   ojson metrics = ojson::array();
   for (const auto& m : r.metrics) metrics.push_back({{"name", m.name}, {"value", number(m.value)}, {"unit", m.unit}});
   ojson stages = ojson::array();
+  const auto top_level = std::count_if(r.stages.begin(), r.stages.end(), [](const stage_record& s) { return s.depth == 0; });
   for (const auto& s : r.stages) {
     stages.push_back({{"path", s.path},
                       {"depth", s.depth},
@@ -200,9 +202,11 @@ ojson to_json(const case_record& r) {
                       {"flops", s.flops},
                       {"memory_peak_bytes", s.memory_peak_bytes},
                       {"memory_end_bytes", s.memory_end_bytes}});
-    // Top-level stages only: nested ones would multiply the file by their count (a pipeline's dozen
-    // stages over thousands of repetitions); read back, they fall back to their mean.
-    if (s.depth == 0 && !s.repetition_ns.empty()) stages.back()["repetition_ns"] = samples_to_json(s.repetition_ns);
+    // Top-level stages only, and only where they are few: more would multiply the file by their
+    // count (a ViT's stages by layer over thousands of repetitions); read back, they fall back to
+    // their mean.
+    if (s.depth == 0 && top_level <= 32 && !s.repetition_ns.empty())
+      stages.back()["repetition_ns"] = samples_to_json(s.repetition_ns);
   }
   ojson j = {{"type", "case"},
              {"workload", r.workload},

@@ -82,9 +82,10 @@ void case_state::exec(const std::function<void()>& launch) {
   m_record.warmup_ns = static_cast<double>(host_now_ns() - warm_begin);
   (void)m_stages.finish();  // stages opened during warm-up are not part of the measurement
 
-  // A ceiling's launches a sample, from the last warm-up launch's time (one where there was none).
+  // A sustained ceiling's launches a sample, from the last warm-up launch's time (one where there
+  // was none).
   std::size_t launches = 1;
-  if (m_record.role == "ceiling" && m_options.ceiling_batch_s > 0 && last_warm_ns > 0) {
+  if (m_record.role == "sustained_ceiling" && m_options.ceiling_batch_s > 0 && last_warm_ns > 0) {
     constexpr double most = 1024;  // an empty launch would otherwise ask for millions
     launches = static_cast<std::size_t>(std::clamp(std::ceil(m_options.ceiling_batch_s * 1e9 / last_warm_ns), 1.0, most));
     m_record.details["sample.launches"] = std::to_string(launches);
@@ -96,7 +97,8 @@ void case_state::exec(const std::function<void()>& launch) {
   stop_reason reason = stop_reason::none;
   while (reason == stop_reason::none) {
     timer.start();  // may wait for earlier work (CUPTI): not part of this sample
-    m_stages.next_repetition();  // the stages' times in this sample (stage_record::repetition_ns)
+    // The stages' times in this sample (stage_record::repetition_ns); a batch's would be several.
+    if (launches == 1) m_stages.next_repetition();
     const std::int64_t t0 = host_now_ns();
     for (std::size_t i = 0; i < launches; ++i) launch();
     timer.stop();
@@ -108,6 +110,7 @@ void case_state::exec(const std::function<void()>& launch) {
     measured_s += static_cast<double>(t1 - t0) * 1e-9;
     reason = stop.add(device_ns, measured_s);
   }
+  m_stages.end_repetitions();
   m_record.stop_reason = to_string(reason);
 }
 
@@ -234,6 +237,9 @@ case_record runner::run_one(const workload_decl& w, const axis_values& values, c
 void runner::finish_record(case_record& r, case_state& st) {
   try {
     r.stages = st.stages().finish();
+    // A sample cut short by a failure started a repetition it never recorded.
+    for (auto& s : r.stages)
+      if (s.repetition_ns.size() > r.device_ns.size()) s.repetition_ns.resize(r.device_ns.size());
   } catch (const std::exception& e) {
     // The stage clock could not resolve its spans (dropped records, a broken device): the case's
     // own samples may still stand, but its stage times do not.
@@ -279,14 +285,17 @@ void runner::add_derived_metrics(case_record& r, case_state& st) {
       unit = "B/s";
     }
   }
-  if (!st.m_ceiling_key.empty() && r.role != "ceiling") {
-    const auto it = m_ceilings.find(st.m_ceiling_key);
-    if (it != m_ceilings.end() && it->second.value > 0 && it->second.unit == unit)
-      r.metrics.push_back({"utilisation/" + st.m_ceiling_key, achieved / it->second.value, "fraction"});
+  if (!st.m_ceiling_key.empty() && !r.is_ceiling()) {
+    // Against the ceiling, and against what the card sustains where that was measured too.
+    for (const auto& key : {st.m_ceiling_key, st.m_ceiling_key + ".sustained"}) {
+      const auto it = m_ceilings.find(key);
+      if (it != m_ceilings.end() && it->second.value > 0 && it->second.unit == unit)
+        r.metrics.push_back({"utilisation/" + key, achieved / it->second.value, "fraction"});
+    }
   }
-  if (r.role == "ceiling" && achieved > 0 && !st.m_ceiling_key.empty()) {
+  if (r.is_ceiling() && achieved > 0 && !st.m_ceiling_key.empty()) {
     const auto batch = r.details.find("sample.launches");
-    add_ceiling({st.m_ceiling_key, achieved, unit,
+    add_ceiling({st.m_ceiling_key + (r.role == "sustained_ceiling" ? ".sustained" : ""), achieved, unit,
                  fmt::format("{} {}{}", r.workload, r.axes_key(),
                              batch == r.details.end() || batch->second == "1"
                                  ? ""

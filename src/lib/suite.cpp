@@ -51,7 +51,11 @@ void measure_ceilings(runner& r, const std::vector<std::string>& gemm_formats) {
   std::vector<axis_values> gemm_cases;
   for (const auto& f : gemm_formats)
     for (auto& c : expand_cases(gemm, {{"M", n}, {"N", n}, {"K", n}, {"format", f}})) gemm_cases.push_back(std::move(c));
-  if (!gemm_cases.empty()) r.run(gemm, gemm_cases, "ceiling");
+  if (gemm_cases.empty()) return;
+  r.run(gemm, gemm_cases, "ceiling");
+  // What the card sustains (a power cap binds dense matrix work, not copies): batches of launches
+  // back to back, keys "gemm.<format>.sustained".
+  r.run(gemm, gemm_cases, "sustained_ceiling");
 }
 
 namespace {

@@ -1234,7 +1234,7 @@ void write_not_ok(std::ostream& out, const std::vector<result_set>& sets, const 
   for (std::size_t i = 0; i < sets.size(); ++i)
     for (const auto& c : sets[i].cases)
       if (c.status != case_status::ok)
-        t.rows.push_back({labels[i], c.workload + (c.role == "ceiling" ? " [ceiling]" : ""), c.axes_key(), to_string(c.status), c.message});
+        t.rows.push_back({labels[i], c.workload + (c.is_ceiling() ? " [" + c.role + "]" : ""), c.axes_key(), to_string(c.status), c.message});
   if (t.rows.empty()) return;
   out << "<section id=\"not-ok\">\n<h2>Cases that did not finish</h2>\n"
       << "<p class=\"explain\">Failed and skipped cases are left out of every chart.</p>\n";

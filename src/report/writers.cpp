@@ -364,7 +364,7 @@ void write_set_markdown(std::ostream& out, const result_set& set) {
   std::vector<std::string> workloads;
   std::map<std::string, std::vector<const case_record*>> by_workload;
   for (const auto& r : set.cases) {
-    if (r.role == "ceiling") {
+    if (r.is_ceiling()) {
       ceiling_cases.push_back(&r);
       continue;
     }

@@ -242,6 +242,28 @@ TEST(Recorder, RepetitionTimesSplitTheTotals) {
   EXPECT_TRUE(next[0].repetition_ns.empty()) << "finish clears the repetitions";
 }
 
+TEST(Recorder, RepetitionTimesOfHostOnlyStagesAndAfterTheLast) {
+  fake_clock clock;
+  clock.own = {{1, {0, 100}}};  // repetition 0: read (span 0, no device work), kernel (span 1)
+  stage_recorder rec(&clock);
+  rec.next_repetition();
+  {
+    auto read = rec.enter("read");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  { auto kernel = rec.enter("kernel"); }
+  rec.end_repetitions();
+  { auto kernel = rec.enter("kernel"); }  // span 2: after the last sample, in no repetition
+  const auto stages = rec.finish();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].device_ns, 0);
+  ASSERT_EQ(stages[0].repetition_ns.size(), 1u);
+  EXPECT_EQ(stages[0].repetition_ns[0], stages[0].host_ns) << "no device work at all: its host time";
+  EXPECT_GE(stages[0].repetition_ns[0], 2e6);
+  EXPECT_EQ(stages[1].calls, 2u);
+  EXPECT_EQ(stages[1].repetition_ns, (std::vector<double>{100})) << "the span after end_repetitions counts in none";
+}
+
 TEST(Recorder, RepetitionTimesFallBackToHostWithoutAClock) {
   stage_recorder rec;
   rec.next_repetition();
@@ -263,6 +285,8 @@ TEST(Recorder, PerRepetitionIsTheMeanWhereNoneWereMarked) {
   EXPECT_EQ(s.per_repetition_ns(3), 300) << "device total over the repetitions";
   s.device_ns = -1;
   EXPECT_EQ(s.per_repetition_ns(2), 2500) << "no device clock: the host total";
+  s.device_ns = 0;
+  EXPECT_EQ(s.per_repetition_ns(2), 2500) << "no device work: the host total";
   EXPECT_EQ(s.per_repetition_ns(0), -1);
 }
 

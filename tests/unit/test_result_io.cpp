@@ -140,7 +140,17 @@ TEST_F(ResultIo, KeepsRepetitionTimesOfTopLevelStagesOnly) {
   const result_set s = read_results(path("run.jsonl"));
   ASSERT_EQ(s.cases.size(), 1u);
   EXPECT_TRUE(s.cases[0].stages[0].repetition_ns.empty()) << "results written before repetitions were kept";
+  EXPECT_TRUE(s.cases[0].stages[1].repetition_ns.empty()) << "a nested stage's are not written";
   EXPECT_EQ(s.cases[0].stages[0].per_repetition_ns(3), 301.5 / 3) << "their mean instead";
+}
+
+TEST_F(ResultIo, KeepsNoRepetitionTimesForManyTopLevelStages) {
+  case_record r = sample_case("64");
+  r.stages.clear();
+  for (int i = 0; i < 33; ++i) r.stages.push_back({"layer." + std::to_string(i), 0, 3, 90, 60, "", 0, 0, 0, 0, 0, {20.0, 20.0, 20.0}});
+  for (const auto& st : to_json(r).at("stages")) EXPECT_FALSE(st.contains("repetition_ns"));
+  r.stages.pop_back();
+  for (const auto& st : to_json(r).at("stages")) EXPECT_TRUE(st.contains("repetition_ns")) << "32 are kept";
 }
 
 TEST_F(ResultIo, RejectsAForeignJsonFile) {

@@ -114,9 +114,7 @@ TEST(Runner, UtilisationAgainstACeilingMeasuredInTheRun) {
     st.exec([] {});
   });
   auto dev = open_backend("cpu");
-  auto o = quick();
-  o.ceiling_batch_s = 0;  // an empty launch's time is the clock's own: batched, it would shrink to nothing
-  runner r(*dev, o, nullptr);
+  runner r(*dev, quick(), nullptr);
   r.run_one(w, {{"n", "1"}}, "ceiling");
   ASSERT_TRUE(r.ceilings().contains("copy.d2d"));
   EXPECT_EQ(r.ceilings().at("copy.d2d").unit, "B/s");
@@ -127,9 +125,10 @@ TEST(Runner, UtilisationAgainstACeilingMeasuredInTheRun) {
   EXPECT_LT(u->value, 20);
 }
 
-// A ceiling's sample is a batch of launches back to back (run_options::ceiling_batch_s), its times
-// divided by their count: the card loaded as a long workload loads it. Other cases: one a sample.
-TEST(Runner, CeilingSamplesAreBatchesOfLaunches) {
+// A sustained ceiling's sample is a batch of launches back to back (run_options::ceiling_batch_s),
+// its times divided by their count, under the key with ".sustained": the card loaded as a long
+// workload loads it. A ceiling and other cases: one launch a sample; cases are set against both.
+TEST(Runner, SustainedCeilingSamplesAreBatchesOfLaunches) {
   std::size_t launches = 0;
   auto w = toy([&](case_state& st) {
     st.set_work(1e6, 0, 0);
@@ -144,8 +143,9 @@ TEST(Runner, CeilingSamplesAreBatchesOfLaunches) {
   o.ceiling_batch_s = 0.01;
   o.stop.max_samples = 6;
   runner r(*dev, o, nullptr);
-  const auto c = r.run_one(w, {{"n", "1"}}, "ceiling");
+  const auto c = r.run_one(w, {{"n", "1"}}, "sustained_ceiling");
   ASSERT_EQ(c.status, case_status::ok) << c.message;
+  EXPECT_TRUE(c.is_ceiling());
   ASSERT_TRUE(c.details.contains("sample.launches"));
   const std::size_t batch = std::stoul(c.details.at("sample.launches"));
   EXPECT_GE(batch, 3u) << "about 10 ms of 1 ms launches";
@@ -154,19 +154,29 @@ TEST(Runner, CeilingSamplesAreBatchesOfLaunches) {
   ASSERT_TRUE(c.device_stats);
   EXPECT_GE(c.device_stats->min, 1e6) << "the time a launch, not a batch";
   EXPECT_LT(c.device_stats->median, 5e6);
-  EXPECT_NE(r.ceilings().at("gemm.fp32").how.find(c.details.at("sample.launches") + " launches back to back"),
+  ASSERT_TRUE(r.ceilings().contains("gemm.fp32.sustained"));
+  EXPECT_FALSE(r.ceilings().contains("gemm.fp32"));
+  EXPECT_NE(r.ceilings().at("gemm.fp32.sustained").how.find(c.details.at("sample.launches") + " launches back to back"),
             std::string::npos)
-      << r.ceilings().at("gemm.fp32").how;
+      << r.ceilings().at("gemm.fp32.sustained").how;
+
+  launches = 0;
+  const auto peak = r.run_one(w, {{"n", "1"}}, "ceiling");
+  EXPECT_FALSE(peak.details.contains("sample.launches"));
+  EXPECT_EQ(launches, peak.warmup_count + peak.device_ns.size()) << "a ceiling: one launch a sample";
+  ASSERT_TRUE(r.ceilings().contains("gemm.fp32"));
 
   launches = 0;
   const auto plain = r.run_one(w, {{"n", "1"}});
   EXPECT_FALSE(plain.details.contains("sample.launches"));
   EXPECT_EQ(launches, plain.warmup_count + plain.device_ns.size()) << "a case: one launch a sample";
+  EXPECT_NE(plain.find_metric("utilisation/gemm.fp32"), nullptr);
+  EXPECT_NE(plain.find_metric("utilisation/gemm.fp32.sustained"), nullptr) << "against both ceilings";
 
   o.ceiling_batch_s = 0;
   runner one(*dev, o, nullptr);
   launches = 0;
-  const auto unbatched = one.run_one(w, {{"n", "1"}}, "ceiling");
+  const auto unbatched = one.run_one(w, {{"n", "1"}}, "sustained_ceiling");
   EXPECT_FALSE(unbatched.details.contains("sample.launches"));
   EXPECT_EQ(launches, unbatched.warmup_count + unbatched.device_ns.size());
 }

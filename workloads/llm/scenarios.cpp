@@ -160,11 +160,14 @@ std::vector<std::int32_t> concat_ids(std::span<const prompt_request> wave) {
 }
 
 
+// Against the ceiling `key`, and against what the card sustains where that was measured too.
 void add_ceiling_share(case_record& r, const ceiling_table& ceilings, const std::string& key, const std::string& name,
                        double achieved) {
-  const auto it = ceilings.find(key);
-  if (it != ceilings.end() && it->second.value > 0)
-    r.metrics.push_back({"utilisation/" + name + "/" + key, achieved / it->second.value, "fraction"});
+  for (const auto& k : {key, key + ".sustained"}) {
+    const auto it = ceilings.find(k);
+    if (it != ceilings.end() && it->second.value > 0)
+      r.metrics.push_back({"utilisation/" + name + "/" + k, achieved / it->second.value, "fraction"});
+  }
 }
 
 void run_offline(case_state& st, engine& eng, const llm_case& c) {

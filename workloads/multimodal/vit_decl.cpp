@@ -235,9 +235,11 @@ void add_vit_metrics(case_record& r, const ceiling_table& ceilings, const vit_ca
     r.metrics.push_back({"throughput/encoder_gemm_flops", rate, "FLOP/s"});
     r.metrics.push_back({"time/encoder_gemm_share", gemm_s / per_batch_s, "fraction"});
     const std::string key = fmt::format("gemm.{}", llm::dtype_name(c.weights));
-    const auto it = ceilings.find(key);
-    if (it != ceilings.end() && it->second.value > 0)
-      r.metrics.push_back({"utilisation/encoder_gemm/" + key, rate / it->second.value, "fraction"});
+    for (const auto& k : {key, key + ".sustained"}) {  // the ceiling, and what the card sustains
+      const auto it = ceilings.find(k);
+      if (it != ceilings.end() && it->second.value > 0)
+        r.metrics.push_back({"utilisation/encoder_gemm/" + k, rate / it->second.value, "fraction"});
+    }
   }
   if (attention_s > 0) r.metrics.push_back({"throughput/attention_flops", w.attention_flops / attention_s, "FLOP/s"});
 }

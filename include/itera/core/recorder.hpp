@@ -85,7 +85,12 @@ class stage_recorder {
   // Starts the next timed repetition: spans opened from here on count toward it in their stage's
   // repetition_ns (finish()). The runner calls it before each sample; spans opened before the first
   // call belong to none, and with no call at all repetition_ns stays empty.
-  void next_repetition() { ++m_repetition; }
+  void next_repetition() {
+    ++m_repetition;
+    m_counting = true;
+  }
+  // Spans opened from here on belong to no repetition (the work after the last sample).
+  void end_repetitions() { m_counting = false; }
 
   // Resolves device times and aggregates the spans by path (in first-seen order). A span's device
   // time runs from the first start to the last end of the work it and its nested spans enqueued
@@ -114,7 +119,8 @@ class stage_recorder {
   std::vector<std::string> m_names;
   std::vector<span> m_spans;
   std::vector<std::uint32_t> m_stack;
-  std::int32_t m_repetition = -1;  // the repetition spans now open into; -1 before the first
+  std::int32_t m_repetition = -1;  // the last repetition started; -1 before the first
+  bool m_counting = false;         // spans opened now count toward m_repetition
 };
 
 }  // namespace itera

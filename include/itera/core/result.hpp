@@ -69,9 +69,10 @@ struct stage_record {
   double bytes_read = 0, bytes_written = 0, flops = 0;  // declared by the workload, totals
   std::uint64_t memory_peak_bytes = 0;  // allocator peak while the stage was open
   std::uint64_t memory_end_bytes = 0;   // allocator bytes in use when the stage last closed
-  // The stage's time in each timed repetition, in order (device time where it had a device clock,
+  // The stage's time in each timed repetition, in order (device time where it did device work,
   // else host; every call in that repetition added): empty where the runner marked no repetitions
-  // (a session's lanes, a scenario timing itself). Results files keep it for top-level stages only.
+  // (a session's lanes, a scenario timing itself, a sustained ceiling's batched samples). Results
+  // files keep it for top-level stages, where a case has at most 32 of them.
   std::vector<double> repetition_ns;
 
   // Its time in one repetition: the median of repetition_ns (the statistic the case's own rate and
@@ -91,7 +92,7 @@ struct case_record {
   std::string workload;
   int workload_version = 0;
   std::string backend;
-  std::string role = "case";  // "case" | "ceiling"
+  std::string role = "case";  // "case" | "ceiling" | "sustained_ceiling" (is_ceiling())
   std::vector<std::pair<std::string, std::string>> axes;  // in declaration order
   std::map<std::string, std::string> fields;   // recipe fields the workload set (precision.*, ...)
   std::map<std::string, std::string> details;  // how it ran, not part of the recipe (algorithm autotuning chose)
@@ -116,6 +117,9 @@ struct case_record {
   const std::string* find_axis(std::string_view name) const;  // nullptr when the case has no such axis
   const metric* find_metric(const std::string& name) const;
   const stage_record* find_stage(std::string_view path) const;  // nullptr when the case has no such path
+  // A ceiling measurement: "ceiling" (one launch a sample), or "sustained_ceiling" (batches of
+  // launches back to back: what the card sustains; its key gains ".sustained").
+  bool is_ceiling() const { return role == "ceiling" || role == "sustained_ceiling"; }
   // The stages at `paths` together in one repetition: their times added repetition by repetition,
   // the median of those sums (stage_record::per_repetition_ns for several stages), or their totals'
   // mean over the case's samples where any lacks repetition times. -1 when a path is absent.

@@ -21,11 +21,12 @@ struct run_options {
   stopping_rule stop;
   bool verify = true;                // workloads verify against the cpu reference before timing
   bool quiet = false;                // no progress line on stderr
-  // Ceiling cases: each sample launches the work back to back for at least this long and records
-  // the time a launch (nvbench's batch time), loading the card as a long workload does. One launch
-  // a sample leaves it idle while each sample is read: a power-capped card then spends that idle
-  // budget on the next launch and runs faster than it sustains (an H200's 8192^3 GEMM busy 85% of
-  // the time, 1.64-1.67 GHz, against a held prefill's 99% and 1.54 GHz). 0: one launch a sample.
+  // Sustained ceiling cases (role "sustained_ceiling"): each sample launches the work back to back
+  // for at least this long and records the time a launch (nvbench's batch time), loading the card
+  // as a long workload does. A "ceiling" case takes one launch a sample and leaves the card idle
+  // while each is read: a power-capped card spends that idle budget on the next launch (an H200's
+  // 8192^3 GEMM busy 85% of the time at 1.64-1.67 GHz, against a held prefill's 99% and 1.54 GHz).
+  // 0: one launch a sample for those too.
   double ceiling_batch_s = 0.02;
 };
 
@@ -77,8 +78,8 @@ class case_state {
 
   // Times `launch`, which enqueues one repetition of the work: warm-up, then repetitions until the
   // stopping rule holds. Each sample's device time comes from the backend's timer (read only after
-  // the work finished) and its host time from the steady clock around launch and wait. A ceiling
-  // case's sample is a batch of launches (run_options::ceiling_batch_s; detail sample.launches),
+  // the work finished) and its host time from the steady clock around launch and wait. A sustained
+  // ceiling's sample is a batch of launches (run_options::ceiling_batch_s; detail sample.launches),
   // its times divided by their count.
   void exec(const std::function<void()>& launch);
 
