@@ -135,7 +135,8 @@ bool is_load_case(const case_record& r) {
 }
 
 // Offline cases with latency targets (ttft_ms, tpot_ms > 0) are held to them with their latencies
-// (the median repetition's; the mean in files before 2026-12-02), scaled by `slowdown` (projected / measured time) on a projected card.
+// (the median repetition's; the mean in files before 2026-12-02), scaled by `slowdown` (projected /
+// measured time) on a projected card.
 std::string offline_target_miss(const case_record& r, double slowdown) {
   std::string why;
   const auto check = [&](const char* target_axis, const char* metric_name) {

@@ -219,7 +219,7 @@ projection_report project_results(const result_set& set, const catalogue& cat, c
       stage_work w;
       w.path = s.path;
       const bool device = s.device_ns > 0;
-      w.time_ns = s.per_repetition_ns(n);  // the median repetition where recorded, as the rates it is set beside
+      w.time_ns = s.per_repetition_ns(n);  // its median repetition where recorded, as the rates beside it
       w.flops = s.flops / n;
       w.bytes = (s.bytes_read + s.bytes_written) / n;
       if (w.flops > 0 || w.bytes > 0) w.work_source = "declared";

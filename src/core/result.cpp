@@ -189,7 +189,8 @@ ojson to_json(const case_record& r) {
   ojson metrics = ojson::array();
   for (const auto& m : r.metrics) metrics.push_back({{"name", m.name}, {"value", number(m.value)}, {"unit", m.unit}});
   ojson stages = ojson::array();
-  const auto top_level = std::count_if(r.stages.begin(), r.stages.end(), [](const stage_record& s) { return s.depth == 0; });
+  const auto top_level =
+      std::count_if(r.stages.begin(), r.stages.end(), [](const stage_record& s) { return s.depth == 0; });
   for (const auto& s : r.stages) {
     stages.push_back({{"path", s.path},
                       {"depth", s.depth},

@@ -87,7 +87,8 @@ void case_state::exec(const std::function<void()>& launch) {
   std::size_t launches = 1;
   if (m_record.role == "sustained_ceiling" && m_options.ceiling_batch_s > 0 && last_warm_ns > 0) {
     constexpr double most = 1024;  // an empty launch would otherwise ask for millions
-    launches = static_cast<std::size_t>(std::clamp(std::ceil(m_options.ceiling_batch_s * 1e9 / last_warm_ns), 1.0, most));
+    launches =
+        static_cast<std::size_t>(std::clamp(std::ceil(m_options.ceiling_batch_s * 1e9 / last_warm_ns), 1.0, most));
     m_record.details["sample.launches"] = std::to_string(launches);
   }
   const auto per_launch = static_cast<double>(launches);
