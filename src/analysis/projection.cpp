@@ -84,7 +84,7 @@ std::string last_component(const std::string& path) {
 std::string stage_format(const case_record& r, const std::string& path) {
   const std::string prefix = "utilisation/" + path + "/gemm.";
   for (const auto& m : r.metrics)
-    if (m.name.rfind(prefix, 0) == 0 && !m.name.ends_with(".sustained")) return m.name.substr(prefix.size());
+    if (m.name.rfind(prefix, 0) == 0 && !m.name.ends_with(sustained_suffix)) return m.name.substr(prefix.size());
   for (const char* f : {"precision.compute", "precision.weights"})
     if (const auto it = r.fields.find(f); it != r.fields.end() && catalogue_formats.count(it->second)) return it->second;
   return "bf16";
@@ -175,7 +175,7 @@ projection_report project_results(const result_set& set, const catalogue& cat, c
   peaks src_meas = src_cat;
   std::map<std::string, std::string> peak_from;
   for (const auto& ce : set.ceilings) {
-    if (!(ce.value > 0) || ce.key.ends_with(".sustained")) continue;  // peaks, as the catalogue's
+    if (!(ce.value > 0) || ce.key.ends_with(sustained_suffix)) continue;  // peaks, as the catalogue's
     if (ce.key == "copy.d2d") src_meas.bandwidth = ce.value;
     else if (ce.key == "copy.h2d.pinned") src_meas.h2d = ce.value;
     else if (ce.key == "copy.d2h.pinned") src_meas.d2h = ce.value;

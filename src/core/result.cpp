@@ -53,10 +53,12 @@ const metric* case_record::find_metric(const std::string& name) const {
   return nullptr;
 }
 
+double stage_record::mean_ns(double repetitions) const {
+  return repetitions > 0 ? (device_ns > 0 ? device_ns : host_ns) / repetitions : -1.0;
+}
+
 double stage_record::per_repetition_ns(double repetitions) const {
-  if (!repetition_ns.empty()) return summarize(repetition_ns).median;
-  const double total = device_ns > 0 ? device_ns : host_ns;
-  return repetitions > 0 ? total / repetitions : -1.0;
+  return repetition_ns.empty() ? mean_ns(repetitions) : summarize(repetition_ns).median;
 }
 
 const stage_record* case_record::find_stage(std::string_view path) const {
@@ -69,18 +71,18 @@ double case_record::stages_per_repetition_ns(std::span<const std::string> paths)
   const double repetitions = static_cast<double>(device_ns.size());
   std::vector<double> sums;  // a sum a repetition while every stage has repetition times
   bool marked = true;
-  double total = 0;
+  double mean = 0;
   for (const auto& p : paths) {
     const stage_record* s = find_stage(p);
     if (!s) return -1;
-    total += s->device_ns > 0 ? s->device_ns : s->host_ns;
+    mean += s->mean_ns(repetitions);
     marked = marked && !s->repetition_ns.empty() && (sums.empty() || s->repetition_ns.size() == sums.size());
     if (!marked) continue;
     if (sums.empty()) sums.assign(s->repetition_ns.size(), 0.0);
     for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += s->repetition_ns[i];
   }
   if (marked && !sums.empty()) return summarize(sums).median;
-  return repetitions > 0 ? total / repetitions : -1.0;
+  return repetitions > 0 ? mean : -1.0;
 }
 
 namespace {

@@ -266,6 +266,15 @@ void runner::finish_record(case_record& r, case_state& st) {
   }
 }
 
+void add_utilisation(case_record& r, const ceiling_table& ceilings, const std::string& prefix,
+                     const std::string& key, double achieved, const std::string& unit) {
+  for (const auto& k : {key, sustained_key(key)}) {
+    const auto it = ceilings.find(k);
+    if (it != ceilings.end() && it->second.value > 0 && (unit.empty() || it->second.unit == unit))
+      r.metrics.push_back({"utilisation/" + prefix + k, achieved / it->second.value, "fraction"});
+  }
+}
+
 void runner::add_derived_metrics(case_record& r, case_state& st) {
   r.device_stats = summarize(r.device_ns);
   r.host_stats = summarize(r.host_ns);
@@ -286,17 +295,11 @@ void runner::add_derived_metrics(case_record& r, case_state& st) {
       unit = "B/s";
     }
   }
-  if (!st.m_ceiling_key.empty() && !r.is_ceiling()) {
-    // Against the ceiling, and against what the card sustains where that was measured too.
-    for (const auto& key : {st.m_ceiling_key, st.m_ceiling_key + ".sustained"}) {
-      const auto it = m_ceilings.find(key);
-      if (it != m_ceilings.end() && it->second.value > 0 && it->second.unit == unit)
-        r.metrics.push_back({"utilisation/" + key, achieved / it->second.value, "fraction"});
-    }
-  }
+  if (!st.m_ceiling_key.empty() && !r.is_ceiling() && !unit.empty())
+    add_utilisation(r, m_ceilings, "", st.m_ceiling_key, achieved, unit);
   if (r.is_ceiling() && achieved > 0 && !st.m_ceiling_key.empty()) {
     const auto batch = r.details.find("sample.launches");
-    add_ceiling({st.m_ceiling_key + (r.role == "sustained_ceiling" ? ".sustained" : ""), achieved, unit,
+    add_ceiling({r.role == "sustained_ceiling" ? sustained_key(st.m_ceiling_key) : st.m_ceiling_key, achieved, unit,
                  fmt::format("{} {}{}", r.workload, r.axes_key(),
                              batch == r.details.end() || batch->second == "1"
                                  ? ""

@@ -54,7 +54,7 @@ void measure_ceilings(runner& r, const std::vector<std::string>& gemm_formats) {
   if (gemm_cases.empty()) return;
   r.run(gemm, gemm_cases, "ceiling");
   // What the card sustains (a power cap binds dense matrix work, not copies): batches of launches
-  // back to back, keys "gemm.<format>.sustained".
+  // back to back, keys sustained_key("gemm.<format>").
   r.run(gemm, gemm_cases, "sustained_ceiling");
 }
 

@@ -160,16 +160,6 @@ std::vector<std::int32_t> concat_ids(std::span<const prompt_request> wave) {
 }
 
 
-// Against the ceiling `key`, and against what the card sustains where that was measured too.
-void add_ceiling_share(case_record& r, const ceiling_table& ceilings, const std::string& key, const std::string& name,
-                       double achieved) {
-  for (const auto& k : {key, key + ".sustained"}) {
-    const auto it = ceilings.find(k);
-    if (it != ceilings.end() && it->second.value > 0)
-      r.metrics.push_back({"utilisation/" + name + "/" + k, achieved / it->second.value, "fraction"});
-  }
-}
-
 void run_offline(case_state& st, engine& eng, const llm_case& c) {
   const bool e2e = c.way == loop::end_to_end;
   std::filesystem::path prompts_path, generations_path = scratch_dir() / "generations.jsonl";
@@ -251,8 +241,8 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
     const double samples = static_cast<double>(r.device_ns.size());
     const double prefill_s = p->per_repetition_ns(samples) * 1e-9;
     const double decode_s = d->per_repetition_ns(samples) * 1e-9;
-    const double prefill_mean_s = (p->device_ns >= 0 ? p->device_ns : p->host_ns) * 1e-9 / samples;
-    const double decode_mean_s = (d->device_ns >= 0 ? d->device_ns : d->host_ns) * 1e-9 / samples;
+    const double prefill_mean_s = p->mean_ns(samples) * 1e-9;
+    const double decode_mean_s = d->mean_ns(samples) * 1e-9;
     const double waves = static_cast<double>(p->calls) / samples;
     r.metrics.push_back({"latency/ttft", prefill_s / waves, "s"});
     r.metrics.push_back({"latency/ttft_mean", prefill_mean_s / waves, "s"});
@@ -264,7 +254,7 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
     // other type are converted to it, fp8 weights dequantised to it or run on fp8 tensor cores,
     // counted here as the compute type's as before).
     const dtype products = c.weights == dtype::fp32 ? dtype::fp32 : c.compute;
-    add_ceiling_share(r, st.ceilings(), fmt::format("gemm.{}", dtype_name(products)), "prefill", prefill_flops);
+    add_utilisation(r, st.ceilings(), "prefill/", fmt::format("gemm.{}", dtype_name(products)), prefill_flops);
     if (plan.decode_steps > 0 && decode_s > 0) {
       const double tpot = decode_s / static_cast<double>(plan.decode_steps);
       r.metrics.push_back({"latency/tpot", tpot, "s"});
@@ -272,7 +262,7 @@ void run_offline(case_state& st, engine& eng, const llm_case& c) {
       r.metrics.push_back({"throughput/decode_tokens_per_s", static_cast<double>(plan.decode.tokens) / decode_s, "tokens/s"});
       const double bandwidth = plan.decode.bytes_moved() / decode_s;
       r.metrics.push_back({"throughput/decode_bytes", bandwidth, "B/s"});
-      add_ceiling_share(r, st.ceilings(), "copy.d2d", "decode", bandwidth);
+      add_utilisation(r, st.ceilings(), "decode/", "copy.d2d", bandwidth);
     }
     if (r.device_stats && r.device_stats->median > 0)
       r.metrics.push_back(

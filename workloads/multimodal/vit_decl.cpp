@@ -234,12 +234,7 @@ void add_vit_metrics(case_record& r, const ceiling_table& ceilings, const vit_ca
     const double rate = w.gemm_flops / gemm_s;
     r.metrics.push_back({"throughput/encoder_gemm_flops", rate, "FLOP/s"});
     r.metrics.push_back({"time/encoder_gemm_share", gemm_s / per_batch_s, "fraction"});
-    const std::string key = fmt::format("gemm.{}", llm::dtype_name(c.weights));
-    for (const auto& k : {key, key + ".sustained"}) {  // the ceiling, and what the card sustains
-      const auto it = ceilings.find(k);
-      if (it != ceilings.end() && it->second.value > 0)
-        r.metrics.push_back({"utilisation/encoder_gemm/" + k, rate / it->second.value, "fraction"});
-    }
+    add_utilisation(r, ceilings, "encoder_gemm/", fmt::format("gemm.{}", llm::dtype_name(c.weights)), rate);
   }
   if (attention_s > 0) r.metrics.push_back({"throughput/attention_flops", w.attention_flops / attention_s, "FLOP/s"});
 }

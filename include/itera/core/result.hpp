@@ -52,6 +52,11 @@ struct ceiling {
   std::string how;   // what was measured: "transfer direction=d2d bytes=1073741824"
 };
 
+// The key of what the card sustains beside ceiling `key` (a "sustained_ceiling" case: batches of
+// launches back to back): "gemm.bf16" -> "gemm.bf16.sustained".
+inline constexpr std::string_view sustained_suffix = ".sustained";
+inline std::string sustained_key(const std::string& key) { return key + std::string(sustained_suffix); }
+
 struct metric {
   std::string name;  // hierarchical: "throughput/flops", "utilisation/gemm.bf16"
   double value = 0;
@@ -76,8 +81,10 @@ struct stage_record {
   std::vector<double> repetition_ns;
 
   // Its time in one repetition: the median of repetition_ns (the statistic the case's own rate and
-  // the ceilings use), or the mean over `repetitions` where there are none. -1 with no time at all.
+  // the ceilings use), or mean_ns where there are none. -1 with no time at all.
   double per_repetition_ns(double repetitions) const;
+  // Its total over `repetitions` (device time where it did device work, else host); -1 for none.
+  double mean_ns(double repetitions) const;
 };
 
 struct verification {

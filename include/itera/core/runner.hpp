@@ -47,6 +47,11 @@ std::unique_ptr<throttle_monitor> make_nvml_monitor(int device_index);
 // Ceilings measured in this run, by key ("copy.d2d", "gemm.bf16", ...).
 using ceiling_table = std::map<std::string, ceiling>;
 
+// Appends utilisation/<prefix><key> = achieved / ceiling `key`, and the same against what the card
+// sustains (sustained_key) where that was measured; with a unit, only ceilings of that unit.
+void add_utilisation(case_record& r, const ceiling_table& ceilings, const std::string& prefix,
+                     const std::string& key, double achieved, const std::string& unit = "");
+
 // The handle a workload's case function gets (nvbench's state): axis values, the backend, the
 // declarations of work and precision, and exec() which the runner times.
 class case_state {
