@@ -23,6 +23,16 @@ using fp16 = __half;
 template <class A>
 inline constexpr bool is_fp16 = std::is_same_v<A, fp16>;
 
+// *p = v with the L2's evict_last priority for its line (sm_80 on): the line stays in the L2 while
+// lines of normal priority stream through it (a layer's weights), so that the next read hits it.
+__device__ __forceinline__ void store_evict_last(float4* p, float4 v) {
+  std::uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w), "l"(policy)
+               : "memory");
+}
+
 __device__ __forceinline__ float to_float(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_float(fp16 v) { return __half2float(v); }
 __device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }

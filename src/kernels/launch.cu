@@ -52,6 +52,11 @@ int device_multiprocessors() {
   return cached_attribute(cudaDevAttrMultiProcessorCount, cache, max_devices);
 }
 
+int device_l2_bytes() {
+  static std::atomic<int> cache[max_devices] = {};
+  return cached_attribute(cudaDevAttrL2CacheSize, cache, max_devices);
+}
+
 bool device_is_sm90_or_later() { return device_compute_major() >= 9; }
 
 bool env_switch(const char* name, bool unset) {

@@ -42,6 +42,7 @@ __device__ __forceinline__ void grid_dependents_launch() {
 int device_compute_major();
 int device_compute_minor();
 int device_multiprocessors();
+int device_l2_bytes();  // the current device's L2 cache
 // The current device has thread block clusters and PDL (compute capability 9.0 and later).
 bool device_is_sm90_or_later();
 // PDL is used for launches on the current device (sm_90 or later, ITERA_LLM_PDL=1).

@@ -114,12 +114,13 @@ constexpr int rms_cached = 4;  // float4 chunks per thread kept in registers bet
 // chunks (all in flight at once) and keeps them for the scaling pass; chunks past
 // rms_cached * blockDim are read again. Scalar path otherwise. With parts (add_rms_norm: in_stride
 // 1, offset 0), each element of the row first gets the parts' sums added and is stored back into
-// x, by the thread that reads it again; without a weight the kernel stops there.
+// x, by the thread that reads it again (keep_x: with the L2's evict_last priority, vector path);
+// without a weight the kernel stops there.
 template <class A>
 __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, std::int64_t in_stride,
                                                                std::int64_t in_offset, const A* weight, A* out,
                                                                std::int64_t hidden, float eps, bool vec,
-                                                               residual_parts parts) {
+                                                               residual_parts parts, bool keep_x) {
   grid_dependents_launch();
   grid_dependency_wait();
   __shared__ float scratch[32];
@@ -141,7 +142,8 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
         v.z += d.z;
         v.w += d.w;
       }
-      reinterpret_cast<float4*>(back)[c] = v;
+      if (keep_x) store_evict_last(reinterpret_cast<float4*>(back) + c, v);
+      else reinterpret_cast<float4*>(back)[c] = v;
       return v;
     };
     // Every load of x's chunks and then of each part's issued before any store (a store to x
@@ -179,7 +181,9 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
 #pragma unroll
       for (int k = 0; k < rms_cached; ++k) {
         const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
-        if (c < n4) reinterpret_cast<float4*>(back)[c] = cache[k];
+        if (c >= n4) continue;
+        if (keep_x) store_evict_last(reinterpret_cast<float4*>(back) + c, cache[k]);
+        else reinterpret_cast<float4*>(back)[c] = cache[k];
       }
     }
 #pragma unroll
@@ -1515,9 +1519,19 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
   // Rows start at multiples of hidden floats: with hidden % 4 == 0 every row keeps x's alignment.
   const bool vec = hidden % 4 == 0 && aligned16(x) && aligned16(weight) && aligned16(out);
   launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads_for(rows), 0, stream, x, in_stride, in_offset,
-         weight, out, hidden, eps, vec, residual_parts{});
+         weight, out, hidden, eps, vec, residual_parts{}, false);
   ITERA_CUDA_CHECK_LAUNCH();
 }
+
+// add_rms_norm's x kept in the L2 (store_evict_last) where its rows take at most a sixteenth of
+// it: at a decode step's 5-64 rows the residual is read again one norm later, behind a layer's
+// weights streamed through the L2 (otherwise from DRAM). H200, llama-3.1-8b, CUDA graph steps
+// alternating (docs/perf/2026-12-02-norm-in-gate-up.md, run 3): batch 64 5.630 -> 5.608 ms
+// (four rounds, each faster), the norms 205-209 -> 197-199 us a step; batch 16 and 32 -6 to -14
+// us; bench TPOT 5.73 / 5.75 -> 5.71 / 5.70 ms. ITERA_LLM_KEEP_RESIDUAL=0: stored plainly.
+namespace {
+overridable_switch keep_residual_switch{"ITERA_LLM_KEEP_RESIDUAL", true};
+}  // namespace
 
 template <class A>
 void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::int64_t rows, std::int64_t hidden,
@@ -1527,8 +1541,10 @@ void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::
                                                  " floats apart cannot hold ", rows, " rows of ", hidden));
   const bool vec = hidden % 4 == 0 && parts.stride % 4 == 0 && aligned16(x) && aligned16(parts.sums) &&
                    (!weight || (aligned16(weight) && aligned16(out)));
+  const bool keep_x =
+      keep_residual_switch.on() && static_cast<double>(rows) * static_cast<double>(hidden) * 4.0 <= device_l2_bytes() / 16.0;
   launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads_for(rows), 0, stream, static_cast<const float*>(x),
-         std::int64_t{1}, std::int64_t{0}, weight, out, hidden, eps, vec, parts);
+         std::int64_t{1}, std::int64_t{0}, weight, out, hidden, eps, vec, parts, keep_x);
   ITERA_CUDA_CHECK_LAUNCH();
 }
 
