@@ -1527,8 +1527,8 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
 // it: at a decode step's 5-64 rows the residual is read again one norm later, behind a layer's
 // weights streamed through the L2 (otherwise from DRAM). H200, llama-3.1-8b, CUDA graph steps
 // alternating (docs/perf/2026-12-02-norm-in-gate-up.md, run 3): batch 64 5.630 -> 5.608 ms
-// (four rounds, each faster), the norms 205-209 -> 197-199 us a step; batch 16 and 32 -6 to -14
-// us; bench TPOT 5.73 / 5.75 -> 5.71 / 5.70 ms. ITERA_LLM_KEEP_RESIDUAL=0: stored plainly.
+// (four rounds, each faster), the norms 205-209 -> 197-199 us a step; batch 16 and 32 -3 to -14
+// us; bench TPOT 5.73 / 5.75 -> 5.71 / 5.71 ms. ITERA_LLM_KEEP_RESIDUAL=0: stored plainly.
 namespace {
 overridable_switch keep_residual_switch{"ITERA_LLM_KEEP_RESIDUAL", true};
 }  // namespace
