@@ -27,7 +27,7 @@ inline constexpr bool is_fp16 = std::is_same_v<A, fp16>;
 // lines of normal priority stream through it (a layer's weights), so that the next read hits it.
 __device__ __forceinline__ void store_evict_last(float4* p, float4 v) {
   std::uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
                "f"(v.w), "l"(policy)
                : "memory");

@@ -57,7 +57,7 @@ std::int64_t env_count(const char* name, std::int64_t unset, const char* meaning
 // An env_switch that a test may override for the process: on() is the override where one is set,
 // else the environment's choice (read once); override(std::nullopt) gives that back. For the
 // kernel choices tests pin both ways (ITERA_VIT_ATTENTION_PERSISTENT, ITERA_LLM_FP8_MMA_GEMV,
-// ITERA_LLM_DECODE_STEP, ITERA_PREFILL_ATTENTION_WS).
+// ITERA_LLM_DECODE_STEP, ITERA_PREFILL_ATTENTION_WS), and A/B switches (ITERA_LLM_KEEP_RESIDUAL).
 class overridable_switch {
  public:
   constexpr overridable_switch(const char* name, bool unset) : m_name(name), m_unset(unset) {}

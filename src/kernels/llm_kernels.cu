@@ -1525,10 +1525,12 @@ void rms_norm(const float* x, std::int64_t in_stride, std::int64_t in_offset, co
 
 // add_rms_norm's x kept in the L2 (store_evict_last) where its rows take at most a sixteenth of
 // it: at a decode step's 5-64 rows the residual is read again one norm later, behind a layer's
-// weights streamed through the L2 (otherwise from DRAM). H200, llama-3.1-8b, CUDA graph steps
-// alternating (docs/perf/2026-12-02-norm-in-gate-up.md, run 3): batch 64 5.630 -> 5.608 ms
-// (four rounds, each faster), the norms 205-209 -> 197-199 us a step; batch 16 and 32 -3 to -14
-// us; bench TPOT 5.73 / 5.75 -> 5.71 / 5.71 ms. ITERA_LLM_KEEP_RESIDUAL=0: stored plainly.
+// weights streamed through the L2 (otherwise from DRAM). H200, llama-3.1-8b, CUDA graph steps in
+// paired rounds (docs/perf/2026-12-02-norm-in-gate-up.md): batch 64 5.630 -> 5.608 ms (run 3,
+// four rounds, an experimental build without the L2 bound), 5.620 -> 5.602 (run 6, this code,
+// three rounds), the norms 8-13 us a step faster; batch 16 and 32 -3 to -14 us (run 3). The lines
+// keep their priority after the engine is gone (nothing resets it): at most a sixteenth of the L2
+// for each x. ITERA_LLM_KEEP_RESIDUAL=0: stored plainly.
 namespace {
 overridable_switch keep_residual_switch{"ITERA_LLM_KEEP_RESIDUAL", true};
 }  // namespace
@@ -1542,7 +1544,8 @@ void add_rms_norm(float* x, residual_parts parts, const A* weight, A* out, std::
   const bool vec = hidden % 4 == 0 && parts.stride % 4 == 0 && aligned16(x) && aligned16(parts.sums) &&
                    (!weight || (aligned16(weight) && aligned16(out)));
   const bool keep_x =
-      keep_residual_switch.on() && static_cast<double>(rows) * static_cast<double>(hidden) * 4.0 <= device_l2_bytes() / 16.0;
+      keep_residual_switch.on() &&
+      static_cast<double>(rows) * static_cast<double>(hidden) * sizeof(float) <= device_l2_bytes() / 16.0;
   launch(rms_norm_kernel<A>, static_cast<unsigned>(rows), rms_threads_for(rows), 0, stream, static_cast<const float*>(x),
          std::int64_t{1}, std::int64_t{0}, weight, out, hidden, eps, vec, parts, keep_x);
   ITERA_CUDA_CHECK_LAUNCH();
