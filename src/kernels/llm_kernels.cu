@@ -133,6 +133,11 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
   if (vec) {
     const std::int64_t n4 = hidden / 4;
     const auto* in4 = reinterpret_cast<const float4*>(in);
+    // x's chunk c stored back (kept in the L2 where keep_x).
+    const auto store_back = [&](std::int64_t c, const float4& v) {
+      if (keep_x) store_evict_last(reinterpret_cast<float4*>(back) + c, v);
+      else reinterpret_cast<float4*>(back)[c] = v;
+    };
     // x's chunk c with the parts added (in part order) and stored back.
     const auto added = [&](std::int64_t c, float4 v) {
       for (int p = 0; p < parts.count; ++p) {
@@ -142,8 +147,7 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
         v.z += d.z;
         v.w += d.w;
       }
-      if (keep_x) store_evict_last(reinterpret_cast<float4*>(back) + c, v);
-      else reinterpret_cast<float4*>(back)[c] = v;
+      store_back(c, v);
       return v;
     };
     // Every load of x's chunks and then of each part's issued before any store (a store to x
@@ -181,9 +185,7 @@ __global__ void __launch_bounds__(rms_threads) rms_norm_kernel(const float* x, s
 #pragma unroll
       for (int k = 0; k < rms_cached; ++k) {
         const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
-        if (c >= n4) continue;
-        if (keep_x) store_evict_last(reinterpret_cast<float4*>(back) + c, cache[k]);
-        else reinterpret_cast<float4*>(back)[c] = cache[k];
+        if (c < n4) store_back(c, cache[k]);
       }
     }
 #pragma unroll

@@ -83,7 +83,8 @@ struct stage_record {
   // Its time in one repetition: the median of repetition_ns (the statistic the case's own rate and
   // the ceilings use), or mean_ns where there are none. -1 with no time at all.
   double per_repetition_ns(double repetitions) const;
-  // Its total over `repetitions` (device time where it did device work, else host); -1 for none.
+  // Its mean a repetition: its total (device time where it did device work, else host) over
+  // `repetitions`; -1 for none.
   double mean_ns(double repetitions) const;
 };
 
