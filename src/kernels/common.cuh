@@ -139,6 +139,19 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
     unpack8(v, f);
 }
 
+// Two values of A (a 32-bit word, the first in the low half) widened to fp32.
+template <class A>
+__device__ __forceinline__ void unpack2(unsigned v, float* f) {
+  if constexpr (is_fp16<A>) {
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v));
+    f[0] = a.x;
+    f[1] = a.y;
+  } else {
+    f[0] = __uint_as_float(v << 16);
+    f[1] = __uint_as_float(v & 0xffff0000u);
+  }
+}
+
 // Four values of A (8 bytes) widened to fp32.
 template <class A>
 __device__ __forceinline__ void unpack4(const uint2& v, float* f) {

@@ -4,6 +4,9 @@
 //                      same indices: the [rows][2 inter] product never leaves the SM, where cuBLASLt
 //                      wrote it and a SwiGLU pass read it back (H200, llama-3.1-8b, 2048 tokens:
 //                      1.29 ms a prefill for the pass, docs/perf/2026-12-01-prefill-balance.md);
+//   gate/up from the residual (gate_up_swiglu_norm, a decode's at most 64 rows): the same with
+//                      the rms norm before it done by the consumers on x's fp32 rows, so that
+//                      no norm kernel runs between o_proj and the gate/up;
 //   qkv + bias, RoPE and the cache store   bias_rope_store (keep_rows) on each staged tile: the
 //                      rotated q and k and the (biased) v into the qkv rows, k and v into the cache,
 //                      where the product's rows went to DRAM and a RoPE pass read them back (0.64 ms).
@@ -65,7 +68,12 @@ constexpr int group_m = 16;  // row tiles walked together
 // of w (acc: the accumulators' 8-column groups, wgmma_gemm.cuh). Shared memory: the ring, the
 // staging tile (rows padded by 16 bytes: 4 banks apart), each stage's full and empty barriers, then
 // the staging tile's (full, empty).
-template <int Stages, int Cols, int BoxRows, int TileM = max_tile_m>
+//
+// X32 (gate_up_swiglu_norm): no 16-bit box of x; after w's boxes each stage holds x's rows as fp32,
+// two [TileM][32] boxes in the 128-byte swizzle, from which the consumers form their operand in
+// registers; the norm weight (hidden values of A) follows shared_bytes (launch_product's
+// extra_shared).
+template <int Stages, int Cols, int BoxRows, int TileM = max_tile_m, bool X32 = false>
 struct product_layout {
   static_assert(TileM == 64 || TileM == 128, "one or two consumer warpgroups");
   static constexpr int stages = Stages, cols = Cols, stride = Cols + 8, box_rows = BoxRows, acc = 2 * BoxRows / 8;
@@ -74,9 +82,11 @@ struct product_layout {
   // (These also keep nvcc's warning 177 away where the kernel's sm_90a body, their reader, compiles out.)
   static_assert(threads == 32 * (1 + all_warps), "the producer's warp, the epilogue warps, the consumers' warps");
   static_assert(cols % 8 == 0 && box_rows % 8 == 0, "16-byte chunks of staged rows, 8-row groups of w");
-  static constexpr unsigned x_bytes = TileM * tile_k * 2;
+  static constexpr unsigned x_bytes = X32 ? 0 : TileM * tile_k * 2;
   static constexpr unsigned box_bytes = BoxRows * tile_k * 2;
-  static constexpr unsigned stage_bytes = x_bytes + 2 * box_bytes;
+  static constexpr unsigned x32_bytes = X32 ? TileM * tile_k * 4 : 0;
+  static constexpr unsigned stage_bytes = x_bytes + 2 * box_bytes + x32_bytes;
+  static_assert(stage_bytes % 1024 == 0, "every stage's boxes on the 128-byte swizzle's 1024-byte alignment");
   static constexpr unsigned ring_bytes = Stages * stage_bytes;
   static constexpr unsigned out_bytes = TileM * stride * 2;
   static constexpr unsigned shared_bytes = ring_bytes + out_bytes + 2 * Stages * 8 + 16;
@@ -93,24 +103,42 @@ template <int Threads>
 // rows of x, 64 for at most 64 rows (a decode: one consumer warpgroup, and the ring's x boxes half
 // the size, so five stages fit where 128 rows fit four: more of w in flight); gate_up_swiglu
 // chooses. Four stages at 128 rows (the staging tile is at most half of qkv's).
-template <class A, int Cols, int TileM = max_tile_m>
+//
+// Norm (gate_up_swiglu_norm, 64-row tiles): x is the residual itself, fp32, and the rows are
+// normalised in the kernel: the consumers form their wgmma operand A(weight * x) in registers from
+// each stage's fp32 boxes, summing x's squares as they go, and scale a tile's gate and up sums by
+// each row's rms_scale before rounding them. Four stages (a fifth does not fit beside the staging
+// tile).
+template <class A, int Cols, int TileM = max_tile_m, bool Norm = false>
 struct swiglu_epilogue {
   static_assert(Cols == 128 || Cols == 112, "wgmma_gemm.cuh's tiles: 256 or 224 rows of w");
-  using layout = product_layout<TileM == 64 ? 5 : 4, Cols, Cols, TileM>;
+  static_assert(!Norm || TileM == 64, "the normalising kernel takes one row tile of 64");
+  static constexpr int stages = Norm ? 4 : TileM == 64 ? 5 : 4;
+  using layout = product_layout<stages, Cols, Cols, TileM, Norm>;
   static constexpr int groups = Cols / 8;  // of gate columns: d[0 .. groups - 1], up's after
   static_assert(groups % 2 == 0, "stage() stores pairs of column groups");
   A* act;
   int inter;
+  const A* norm_weight = nullptr;  // Norm: the rms norm's weight [hidden]
+  float eps = 0.0f;
+  int hidden = 0;
 
   __device__ int second_box(int n0) const { return inter + n0; }
   // The consumer's 64 rows: act of gate column 8j + t2 (+ 1) from d[j] and up's from d[j + groups],
-  // gate and up rounded to A first; four 8x8 matrices a stmatrix (columns 8j .. 8j + 15).
-  __device__ __forceinline__ void stage(float (&d)[layout::acc][4], unsigned stage_at) const {
+  // gate and up (Norm: times the row's scale, lo for rows lane / 4, hi 8 below) rounded to A first;
+  // four 8x8 matrices a stmatrix (columns 8j .. 8j + 15).
+  __device__ __forceinline__ void stage(float (&d)[layout::acc][4], unsigned stage_at, float lo = 1.0f,
+                                        float hi = 1.0f) const {
     const auto value = [](float gate, float up) {
       return silu_times_fast(to_float(from_float<A>(gate)), to_float(from_float<A>(up)));
     };
     const auto pair = [&](int j, int e) {
-      return pack2<A>(value(d[j][e], d[j + groups][e]), value(d[j][e + 1], d[j + groups][e + 1]));
+      if constexpr (Norm) {
+        const float r = e < 2 ? lo : hi;
+        return pack2<A>(value(d[j][e] * r, d[j + groups][e] * r), value(d[j][e + 1] * r, d[j + groups][e + 1] * r));
+      } else {
+        return pack2<A>(value(d[j][e], d[j + groups][e]), value(d[j][e + 1], d[j + groups][e + 1]));
+      }
     };
 #pragma unroll
     for (int j = 0; j < groups; j += 2) {
@@ -231,6 +259,114 @@ struct rope_epilogue {
   n0 = within / rows_here * cols;
 }
 
+// One tile's products for gate_up_swiglu_norm's single consumer warpgroup (wgmma_gemm.cuh's
+// multiply_tile with A from registers): each step, the thread's part of the A fragments of its
+// warp's 16 rows (rows lane / 4 and 8 below, columns 2 (lane % 4) (+ 1) and 8 on, of each 16) read
+// from the stage's fp32 boxes and formed as A(weight * x), their squares summed. Then each row's
+// sum of squares over the four lanes holding its columns and its rms_scale (as rms_norm_kernel's,
+// the sum's order aside) in lo (row lane / 4) and hi (8 below).
+template <class A, class L, class E>
+__device__ __forceinline__ void normalised_tile(const E& e, float (&d)[L::acc][4], unsigned char* smem, unsigned ring,
+                                                unsigned full, unsigned empty, int& g, int ksteps, bool leader,
+                                                int warp, int lane, float& lo, float& hi) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(L::tile_m == 64 && L::consumers == 1 && L::x_bytes == 0, "one warpgroup of 64 rows, fp32 boxes");
+  constexpr unsigned half_box = L::x32_bytes / 2;  // [64][32] fp32, 128-byte rows
+  const int r0 = 16 * warp + lane / 4, t4 = lane % 4;
+  // The norm weight as the kernel staged it in shared memory, in pairs of A: the thread's columns
+  // of a step are pairs (16 kk + 2 t4, + 1) and 8 on, of each kk.
+  const auto* weight = reinterpret_cast<const unsigned*>(smem + L::shared_bytes) + t4;
+  float ss_lo = 0.0f, ss_hi = 0.0f;
+  // A step's x and weight values, as loaded: for each kk, x's pairs at (r0, c0), (r0 + 8, c0),
+  // (r0, c0 + 8), (r0 + 8, c0 + 8), c0 = 16 kk + 2 t4, and the weight's pairs at c0 and c0 + 8.
+  struct step_values {
+    float2 v[4][4];
+    unsigned w[8];
+  };
+  // Step j's values from its stage (base): x's pair at (row, column c) from box c / 32, the 16-byte
+  // chunk swizzled by the row (the 8 rows of a lane group on 8 different chunks).
+  const auto load = [&](step_values& sv, unsigned base, int j) {
+    const unsigned char* x32 = smem + (base - ring) + 2 * L::box_bytes;
+    const auto pair_at = [&](int row, int c) {
+      const int cb = c % 32;
+      return *reinterpret_cast<const float2*>(x32 + (c / 32) * half_box + row * 128 +
+                                              (((cb / 4) ^ (row & 7)) << 4) + (cb % 4) * 4);
+    };
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int c0 = 16 * kk + 2 * t4;
+      sv.v[kk][0] = pair_at(r0, c0), sv.v[kk][1] = pair_at(r0 + 8, c0);
+      sv.v[kk][2] = pair_at(r0, c0 + 8), sv.v[kk][3] = pair_at(r0 + 8, c0 + 8);
+      sv.w[2 * kk] = weight[(j * tile_k + 16 * kk) / 2];
+      sv.w[2 * kk + 1] = weight[(j * tile_k + 16 * kk + 8) / 2];
+    }
+  };
+  // The fragments A(weight * x) and the squares' sums.
+  const auto form = [&](unsigned (&a)[4][4], const step_values& sv) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const float2* v = sv.v[kk];
+      float w0[2], w1[2];
+      unpack2<A>(sv.w[2 * kk], w0);
+      unpack2<A>(sv.w[2 * kk + 1], w1);
+      ss_lo += v[0].x * v[0].x + v[0].y * v[0].y + v[2].x * v[2].x + v[2].y * v[2].y;
+      ss_hi += v[1].x * v[1].x + v[1].y * v[1].y + v[3].x * v[3].x + v[3].y * v[3].y;
+      a[kk][0] = pack2<A>(w0[0] * v[0].x, w0[1] * v[0].y);
+      a[kk][1] = pack2<A>(w0[0] * v[1].x, w0[1] * v[1].y);
+      a[kk][2] = pack2<A>(w1[0] * v[2].x, w1[1] * v[2].y);
+      a[kk][3] = pack2<A>(w1[0] * v[3].x, w1[1] * v[3].y);
+    }
+  };
+  const auto wait_stage = [&](int at) {  // stage g = at landed; its address
+    const int s = at % L::stages;
+    tma::barrier_wait(full + 8 * s, static_cast<unsigned>((at / L::stages) & 1));
+    return ring + static_cast<unsigned>(s) * L::stage_bytes;
+  };
+  const auto products = [&](const unsigned (&a)[4][4], unsigned base, int j) {
+    const std::uint64_t b = wgmma::descriptor(base, 16, 1024);
+    wgmma::fence();  // a written (and d, by the last step's products)
+#pragma unroll
+    for (int kk = 0; kk < tile_k / 16; ++kk) {
+      if constexpr (L::acc == 32)
+        wgmma::mma_64x256_rs<A>(d, a[kk], wgmma::advance(b, static_cast<unsigned>(kk) * 32), j > 0 || kk > 0);
+      else
+        wgmma::mma_64x224_rs<A>(d, a[kk], wgmma::advance(b, static_cast<unsigned>(kk) * 32), j > 0 || kk > 0);
+    }
+    wgmma::commit();
+  };
+  // The next step's stage waited for and its values loaded while this step's products run, into
+  // registers no product reads (a, their operand, is formed after they are done: writing it
+  // under them, ptxas serialised the products, C7513, and the step was slower).
+  unsigned a[4][4];
+  step_values sv;
+  unsigned base = wait_stage(g);
+  load(sv, base, 0);
+  for (int j = 0; j < ksteps; ++j, ++g) {
+    form(a, sv);
+    products(a, base, j);
+    const unsigned done = base;
+    if (j + 1 < ksteps) {
+      base = wait_stage(g + 1);
+      load(sv, base, j + 1);
+    }
+    wgmma::wait<0>();
+    if (leader) tma::barrier_arrive(empty + 8 * ((done - ring) / L::stage_bytes));
+  }
+  wgmma::fence_operands(d);
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    ss_lo += __shfl_xor_sync(0xffffffffu, ss_lo, off);
+    ss_hi += __shfl_xor_sync(0xffffffffu, ss_hi, off);
+  }
+  lo = rms_scale(ss_lo, e.hidden, e.eps);
+  hi = rms_scale(ss_hi, e.hidden, e.eps);
+#else
+  (void)e, (void)d, (void)smem, (void)ring, (void)full, (void)empty, (void)g, (void)ksteps, (void)leader, (void)warp;
+  (void)lane;
+  lo = hi = 0.0f;
+#endif
+}
+
 template <class A, class E>
 __global__ void __launch_bounds__(E::layout::threads, 1)
     fused_product_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
@@ -269,7 +405,12 @@ __global__ void __launch_bounds__(E::layout::threads, 1)
         for (int j = 0; j < ksteps; ++j, ++g) {
           unsigned bar;
           const unsigned base = wgmma::fill_stage<stages, stage_bytes>(ring, full, empty, g, bar);
-          tma::load_2d(base, x_map, j * tile_k, m0, bar);
+          if constexpr (L::x32_bytes > 0) {  // the residual's two fp32 boxes after w's
+            tma::load_2d(base + 2 * L::box_bytes, x_map, j * tile_k, m0, bar);
+            tma::load_2d(base + 2 * L::box_bytes + L::x32_bytes / 2, x_map, j * tile_k + tile_k / 2, m0, bar);
+          } else {
+            tma::load_2d(base, x_map, j * tile_k, m0, bar);
+          }
           tma::load_2d(base + x_bytes, w_map, j * tile_k, n0, bar);
           tma::load_2d(base + x_bytes + L::box_bytes, w_map, j * tile_k, epilogue.second_box(n0), bar);
         }
@@ -296,11 +437,27 @@ __global__ void __launch_bounds__(E::layout::threads, 1)
   const unsigned stage_at = smem_addr(staged + (c * 64 + warp * 16 + lane % 16) * L::stride + 8 * (lane / 16));
   int g = 0, i = 0, last_t = -1;
   float d[L::acc][4] = {};  // each tile's first product overwrites them (accumulate false)
+  if constexpr (L::x32_bytes > 0) {
+    // The norm weight into shared memory after the layout's bytes, 16 bytes a thread at a time,
+    // read there every step (loaded from global memory a step ahead, behind the stream of w, it
+    // held the consumers: 68.4 us a batch-64 launch against 63.1, Nsight Compute on the H200,
+    // docs/perf/2026-12-02-gate-up-norm.md).
+    const auto* from = reinterpret_cast<const uint4*>(epilogue.norm_weight);
+    auto* to = reinterpret_cast<uint4*>(smem + L::shared_bytes);
+    for (int q = tid - 128; q < epilogue.hidden / 8; q += 128) to[q] = __ldg(from + q);
+    consumers_sync<128>();
+  }
   for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x), ++i) {
-    wgmma::multiply_tile<A, stages, stage_bytes, x_bytes>(d, ring, full, empty, g, ksteps, c, leader);
-
-    if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
-    epilogue.stage(d, stage_at);
+    if constexpr (L::x32_bytes > 0) {
+      float lo, hi;
+      normalised_tile<A, L>(epilogue, d, smem, ring, full, empty, g, ksteps, leader, warp, lane, lo, hi);
+      if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
+      epilogue.stage(d, stage_at, lo, hi);
+    } else {
+      wgmma::multiply_tile<A, stages, stage_bytes, x_bytes>(d, ring, full, empty, g, ksteps, c, leader);
+      if (i > 0) tma::barrier_wait(staged_empty, static_cast<unsigned>((i - 1) & 1));  // the last tile is out
+      epilogue.stage(d, stage_at);
+    }
     consumers_sync<128 * L::consumers>();  // the tile is staged
     if (tid == 128) tma::barrier_arrive(staged_full);
     last_t = t;
@@ -319,22 +476,48 @@ __global__ void __launch_bounds__(E::layout::threads, 1)
 #endif
 }
 
-// x [rows][k] times w [w_rows][k] into n_tiles tiles of columns, the epilogue e on each.
+// The residual x [rows][k] (fp32) read as [64][32] boxes (128-byte rows) in the 128-byte swizzle
+// (gate_up_swiglu_norm's stages), rows past the last as zeros. Throws std::runtime_error naming
+// `who`.
+CUtensorMap residual_map(const float* x, std::int64_t rows, std::int64_t k, const char* who) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 4};
+  const cuuint32_t box[2] = {tile_k / 2, 64};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = tma::encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(x), dims,
+                                         strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error(itera::cuda::cat(who, ": cuTensorMapEncodeTiled failed (error ", static_cast<int>(r),
+                                              ") for a [", rows, "][", k, "] fp32 matrix"));
+  return map;
+}
+
+// x [rows][k] times w [w_rows][k] into n_tiles tiles of columns, the epilogue e on each; x's map
+// made by the caller (16-bit: gemm_operand_map; the residual: residual_map).
 template <class A, class E>
-void launch_product(const A* x, std::int64_t rows, const A* w, std::int64_t w_rows, std::int64_t k, int n_tiles,
-                    const E& e, cudaStream_t stream, int max_blocks, const char* who) {
+void launch_product(const CUtensorMap& x_map, std::int64_t rows, const A* w, std::int64_t w_rows, std::int64_t k,
+                    int n_tiles, const E& e, cudaStream_t stream, int max_blocks, const char* who,
+                    unsigned extra_shared = 0) {
   constexpr auto kernel = fused_product_kernel<A, E>;
-  constexpr unsigned shared_bytes = E::layout::shared_bytes;
+  const unsigned shared_bytes = E::layout::shared_bytes + extra_shared;
   constexpr int tile_m = E::layout::tile_m;
   allow_dynamic_shared(reinterpret_cast<const void*>(kernel), shared_bytes);
-  const CUtensorMap x_map = wgmma::gemm_operand_map(x, rows, k, tile_m, who),
-                    w_map = wgmma::gemm_operand_map(w, w_rows, k, E::layout::box_rows, who);
+  const CUtensorMap w_map = wgmma::gemm_operand_map(w, w_rows, k, E::layout::box_rows, who);
   const std::int64_t tiles = (rows + tile_m - 1) / tile_m * n_tiles;
   const int blocks = max_blocks > 0 ? std::min(max_blocks, device_multiprocessors()) : device_multiprocessors();
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks));
   launch(kernel, grid, E::layout::threads, shared_bytes, stream, x_map, w_map, e, static_cast<int>(rows), n_tiles,
          static_cast<int>(k / tile_k));
   ITERA_CUDA_CHECK_LAUNCH();
+}
+template <class A, class E>
+void launch_product(const A* x, std::int64_t rows, const A* w, std::int64_t w_rows, std::int64_t k, int n_tiles,
+                    const E& e, cudaStream_t stream, int max_blocks, const char* who) {
+  launch_product(wgmma::gemm_operand_map(x, rows, k, E::layout::tile_m, who), rows, w, w_rows, k, n_tiles, e, stream,
+                 max_blocks, who);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -394,6 +577,38 @@ void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int6
   else run.template operator()<128>();
 }
 
+bool gate_up_swiglu_norm_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden) {
+  // The norm weight beside the larger (128-column) layout in the 227 KiB a block may have.
+  constexpr std::int64_t layout_bytes = swiglu_epilogue<bf16, 128, 64, true>::layout::shared_bytes;
+  return rows <= 64 && gate_up_swiglu_supported(rows, intermediate, hidden) && layout_bytes + 2 * hidden <= 227 * 1024;
+}
+
+template <class A>
+void gate_up_swiglu_norm(const float* x, std::int64_t rows, const A* norm_weight, float eps, const A* w_gate_up,
+                         std::int64_t intermediate, std::int64_t hidden, A* act, cudaStream_t stream, int max_blocks,
+                         int cols) {
+  constexpr const char* who = "llm gate_up_swiglu_norm";
+  if (!gate_up_swiglu_norm_supported(rows, intermediate, hidden))
+    throw std::invalid_argument(itera::cuda::cat(who, ": ", rows, " rows, intermediate ", intermediate, ", hidden ",
+                                                 hidden, ": needs an sm_90a device, at most 64 rows, the intermediate ",
+                                                 "size a multiple of 128 and the hidden size a multiple of 64"));
+  if (!aligned16(x) || !aligned16(norm_weight) || !aligned16(w_gate_up) || !aligned16(act))
+    throw std::invalid_argument(itera::cuda::cat(who, ": x, the norm weight, w and act must be 16-byte aligned"));
+  if (cols == 0) cols = gate_up_swiglu_cols(rows, intermediate, max_blocks);
+  if (cols != 128 && (cols != 112 || intermediate % 112 != 0))
+    throw std::invalid_argument(itera::cuda::cat(who, ": tiles of ", cols, " columns: choose 128, or 112 where it ",
+                                                 "divides the intermediate size (", intermediate, ")"));
+  const CUtensorMap x_map = residual_map(x, rows, hidden, who);
+  const auto run = [&]<int Cols>() {
+    using E = swiglu_epilogue<A, Cols, 64, true>;
+    launch_product(x_map, rows, w_gate_up, 2 * intermediate, hidden, static_cast<int>(intermediate / Cols),
+                   E{act, static_cast<int>(intermediate), norm_weight, eps, static_cast<int>(hidden)}, stream,
+                   max_blocks, who, static_cast<unsigned>(hidden) * 2);
+  };
+  if (cols == 112) run.template operator()<112>();
+  else run.template operator()<128>();
+}
+
 bool qkv_rope_store_supported(std::int64_t rows, std::int64_t hidden, const attention_shape& s) {
   constexpr std::int64_t cols = rope_epilogue<bf16, bf16>::layout::cols;
   const std::int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
@@ -431,6 +646,8 @@ void qkv_rope_store(const A* x, std::int64_t rows, std::int64_t hidden, const A*
 #define ITERA_FUSED_PRODUCTS(A)                                                                                      \
   template void gate_up_swiglu<A>(const A*, std::int64_t, const A*, std::int64_t, std::int64_t, A*, cudaStream_t, int, \
                                   int);                                                                              \
+  template void gate_up_swiglu_norm<A>(const float*, std::int64_t, const A*, float, const A*, std::int64_t,            \
+                                       std::int64_t, A*, cudaStream_t, int, int);                                    \
   template void qkv_rope_store<A>(const A*, std::int64_t, std::int64_t, const A*, const A*, const float*,              \
                                   const std::int32_t*, const attention_shape&, void*, void*, A*, cudaStream_t, int);
 ITERA_FUSED_PRODUCTS(bf16)

@@ -195,6 +195,16 @@ int gate_up_swiglu_cols(std::int64_t rows, std::int64_t intermediate, int max_bl
 template <class A>
 void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int64_t intermediate, std::int64_t hidden,
                     A* act, cudaStream_t stream, int max_blocks = 0, int cols = 0);
+// gate_up_swiglu_norm: gate_up_swiglu on rms_norm(x, norm_weight) where x is the fp32 residual
+// itself, at most 64 rows (a decode): the kernel normalises the rows, so no norm kernel runs before
+// it. Its product is A(weight * x) . w times the row's rms_scale, in fp32, then rounded as
+// gate_up_swiglu rounds (rms_norm rounds A(weight * (x * scale)) before the product: the two
+// differ by the roundings' order, within A's precision).
+bool gate_up_swiglu_norm_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden);
+template <class A>
+void gate_up_swiglu_norm(const float* x, std::int64_t rows, const A* norm_weight, float eps, const A* w_gate_up,
+                         std::int64_t intermediate, std::int64_t hidden, A* act, cudaStream_t stream,
+                         int max_blocks = 0, int cols = 0);
 // qkv_rope_store: qkv = A(x W_qkv^T), then bias_rope_store with keep_rows on it (the same
 // arithmetic and roundings), in one kernel. head_dim dividing 256, q_dim and kv_dim multiples of
 // 256.

@@ -55,6 +55,7 @@ class llm_decode_fusions : public itera::test::cuda_test {};
 using split_scope = itera::test::override_scope<bool, &override_split_residual>;
 using trial_scope = itera::test::override_scope<bool, &override_split_trial>;
 using product_trial_scope = itera::test::override_scope<bool, &override_product_trial>;
+using gate_up_norm_scope = itera::test::override_scope<bool, &override_gate_up_norm>;
 
 using itera::test::download;
 using itera::test::upload;
@@ -124,13 +125,15 @@ TEST_F(llm_decode_fusions, add_rms_norm_matches_host) {
                std::invalid_argument);
 }
 
-// A shape whose o_proj (k = 256) and down (k = 512) both split: 12 sequences decode (above the
-// gemv's 4 rows, so cuBLASLt runs the products), host-driven and as a CUDA graph; the logits of
+// A shape whose o_proj (k = 256) and down (k = 512) both split: 40 sequences decode (above the
+// gemv's 4 rows, so cuBLASLt runs the products; above the 32 from which the gate/up normalises x
+// itself), host-driven and as a CUDA graph; the logits of
 // each step against the cpu reference, the split engine's against the unsplit one's, the graph's
 // tokens against the host-driven steps' (the trials pinned off: the graph would otherwise run the
 // algorithms its trials picked, the eager steps cuBLASLt's first), a graph with the trials on
 // agreeing with them but for near ties, and a recorded step's scopes (the split's residual_norm, or
-// the norms).
+// the norms). A third engine lets the fused gate/up normalise x itself (on sm_90a: o_proj unsplit,
+// no norm kernel before the gate/up, down still in parts; elsewhere the same as in parts).
 TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
   model_config c = preset("tiny");
   c.hidden = 256;
@@ -142,17 +145,21 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
   validate(c);
   const model_weights w = random_weights(c, dtype::bf16, 77);
   const reference_model ref(w);
-  constexpr std::int64_t batch = 12, prompt = 9, steps = 3;
+  constexpr std::int64_t batch = 40, prompt = 9, steps = 3;
   const auto vocab = static_cast<std::size_t>(c.vocab);
   const std::vector<std::int32_t> ids = itera::test::random_ids(c, batch * prompt, 5);
   engine_options opts;
   opts.batch = batch;
   opts.max_context = prompt + steps + 1;
   opts.max_prompt = prompt;
-  std::vector<std::vector<float>> logits[2];  // [split][step]
-  std::vector<std::vector<std::int32_t>> tokens[2];
-  for (const bool split : {false, true}) {
+  const char* const names[] = {"unsplit", "in parts", "gate/up norm"};
+  std::vector<std::vector<float>> logits[3];  // [mode][step]
+  std::vector<std::vector<std::int32_t>> tokens[3];
+  for (const int mode : {0, 1, 2}) {
+    const bool split = mode > 0;
+    const char* const name = names[mode];
     const split_scope scope(split);
+    const gate_up_norm_scope norm_in_gate_up(mode == 2);
     // (Scopes restore the environment's choice, not an outer scope's: set anew each round.)
     const trial_scope same_split_algorithm(false);
     const product_trial_scope same_algorithm(false);
@@ -164,7 +171,7 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
     }
     (void)eng.prefill(ids, prompt);
     std::vector<std::int32_t> next = eng.read_ids();
-    tokens[split].push_back(next);
+    tokens[mode].push_back(next);
     for (std::int64_t step = 0; step < steps; ++step) {
       const auto gpu = eng.decode_step(next);
       ASSERT_EQ(gpu.size(), batch * vocab);
@@ -174,12 +181,12 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
         want.insert(want.end(), l.begin(), l.end());
       }
       const double e = itera::test::normalised_error(gpu, want);
-      std::printf("%s: decode step %lld, normalised error %.3g against the cpu reference (tolerance 2e-2)\n",
-                  split ? "in parts" : "unsplit", static_cast<long long>(step + 1), e);
-      EXPECT_LT(e, 2e-2) << (split ? "in parts" : "unsplit") << ", step " << step + 1;
-      logits[split].push_back(gpu);
+      std::printf("%s: decode step %lld, normalised error %.3g against the cpu reference (tolerance 2e-2)\n", name,
+                  static_cast<long long>(step + 1), e);
+      EXPECT_LT(e, 2e-2) << name << ", step " << step + 1;
+      logits[mode].push_back(gpu);
       next = eng.read_ids();
-      tokens[split].push_back(next);
+      tokens[mode].push_back(next);
     }
     // One more step, recorded: the split's add-and-norm scopes, or the norms.
     itera::stage_recorder rec(m_dev->clock(), &m_dev->memory_tracking());
@@ -189,16 +196,18 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
     const auto has = [&](const std::string& path) {
       return std::any_of(stages.begin(), stages.end(), [&](const auto& st) { return st.path == path; });
     };
-    EXPECT_EQ(has("attention_block/residual_norm"), split);
-    EXPECT_EQ(has("mlp_block/residual_norm"), split);
-    EXPECT_EQ(has("mlp_block/norm"), !split);
+    const bool norm_in_kernel = mode == 2 && k::gate_up_swiglu_norm_supported(batch, c.intermediate, c.hidden);
+    EXPECT_EQ(has("attention_block/residual_norm"), split && !norm_in_kernel) << name;
+    EXPECT_EQ(has("mlp_block/residual_norm"), split) << name;
+    EXPECT_EQ(has("mlp_block/norm"), !split) << name;
+    EXPECT_TRUE(has("mlp_block/gate_up")) << name;
     // The same steps on the device, captured once and replayed.
     cuda_engine graph_eng(*m_dev, w, opts);
     (void)graph_eng.prefill(ids, prompt);
     for (std::int64_t step = 0; step < steps; ++step) {
       graph_eng.decode_graph();
-      EXPECT_EQ(graph_eng.read_ids(), tokens[split][static_cast<std::size_t>(step + 1)])
-          << (split ? "in parts" : "unsplit") << ", graph step " << step + 1;
+      EXPECT_EQ(graph_eng.read_ids(), tokens[mode][static_cast<std::size_t>(step + 1)])
+          << name << ", graph step " << step + 1;
     }
     // With the trials on (their picks may round differently: a near tie may flip, and the rest of
     // that sequence with it; a wrong product changes nearly every token).
@@ -210,20 +219,21 @@ TEST_F(llm_decode_fusions, engine_in_parts_matches_cpu_reference) {
     for (std::int64_t step = 0; step < steps; ++step) {
       tried_eng.decode_graph();
       const auto got = tried_eng.read_ids();
-      const auto& want = tokens[split][static_cast<std::size_t>(step + 1)];
+      const auto& want = tokens[mode][static_cast<std::size_t>(step + 1)];
       for (std::size_t b = 0; b < got.size(); ++b) same += got[b] == want[b];
     }
-    std::printf("%s: graph with the trials, %zu of %lld tokens as the eager steps'\n", split ? "in parts" : "unsplit",
-                same, static_cast<long long>(batch * steps));
+    std::printf("%s: graph with the trials, %zu of %lld tokens as the eager steps'\n", name, same,
+                static_cast<long long>(batch * steps));
     EXPECT_GE(static_cast<double>(same), 0.9 * static_cast<double>(batch * steps));
   }
-  for (std::int64_t step = 0; step < steps; ++step) {
-    const double e = itera::test::normalised_error(logits[1][static_cast<std::size_t>(step)],
-                                                   logits[0][static_cast<std::size_t>(step)]);
-    std::printf("decode step %lld: in parts against unsplit, normalised difference %.3g\n",
-                static_cast<long long>(step + 1), e);
-    EXPECT_LT(e, 1e-2) << "step " << step + 1;
-  }
+  for (const int mode : {1, 2})
+    for (std::int64_t step = 0; step < steps; ++step) {
+      const double e = itera::test::normalised_error(logits[mode][static_cast<std::size_t>(step)],
+                                                     logits[0][static_cast<std::size_t>(step)]);
+      std::printf("decode step %lld: %s against unsplit, normalised difference %.3g\n",
+                  static_cast<long long>(step + 1), names[mode], e);
+      EXPECT_LT(e, 1e-2) << names[mode] << ", step " << step + 1;
+    }
 }
 
 #endif

@@ -51,6 +51,9 @@ namespace {
 
 TEST(llm_fused_products, gate_up_swiglu_matches_fp64) { GTEST_SKIP() << "built without the cuda backend"; }
 TEST(llm_fused_products, qkv_rope_store_matches_fp64) { GTEST_SKIP() << "built without the cuda backend"; }
+TEST(llm_fused_products, gate_up_swiglu_norm_matches_fp64_and_the_norm_kernel) {
+  GTEST_SKIP() << "built without the cuda backend";
+}
 
 #else
 
@@ -316,6 +319,118 @@ TEST_F(llm_fused_products, qkv_rope_store_matches_fp64) {
   lk::attention_shape odd;
   odd.heads = 3, odd.kv_heads = 1, odd.head_dim = 128, odd.rows_per_seq = 1, odd.max_context = 8;
   EXPECT_FALSE(lk::qkv_rope_store_supported(128, 256, odd)) << "a q width not a multiple of 256";
+}
+
+// gate_up_swiglu_norm (the residual x in fp32, its rows normalised inside the kernel) against
+// (1) fp64: rms_norm(x, weight) exactly, its products with w in fp64, gate and up rounded to the
+// 16-bit type, silu(g) u; (2) the path it replaces on the GPU, rms_norm then gate_up_swiglu. The
+// kernel rounds A(weight * x) as its operand and scales the fp32 sums by the row's rms_scale where
+// rms_norm rounds A(weight * x * scale): either operand is within 2^-9 (bf16) of the exact one.
+// On these rows (weights up to 1.5, sums up to a few units) the pair itself measured 4.1-4.2e-3
+// against fp64 and the kernel 4.1-5.4e-3 (6.6e-3 against the pair at one step of k, where 64 terms
+// average the roundings less; H200, docs/perf/2026-12-02-gate-up-norm.md): 8e-3 allows both. Rows of different scales (a row's scale applied
+// to another's sums is off by up to 5x), a partial row tile, one step of k, tiles of 112 and 128
+// columns, and grids of one block walking several tiles (the sums of squares start again each
+// tile; the ring wraps).
+TEST_F(llm_fused_products, gate_up_swiglu_norm_matches_fp64_and_the_norm_kernel) {
+  if (!itera::kernels::wgmma_available()) GTEST_SKIP() << "the fused gate/up product runs on sm_90a (wgmma) only";
+  const shape shapes[] = {
+      {64, 1792, 4096, 0, 112},  // a batch of 64 over llama's hidden: 16 tiles
+      {5, 256, 512},             // 5 rows of a 64-row tile, 128-column tiles (three stages)
+      {1, 896, 64, 1, 112},      // one row, one step of k, 8 tiles in one block
+      {40, 512, 256, 1},         // 4 tiles of 4 steps in one block
+      {64, 896, 1024, 3, 112},   // 8 tiles over 3 blocks
+  };
+  constexpr float eps = 1e-5f;
+  for (const bool fp16 : {false, true}) {
+    const codec cd{fp16};
+    for (const shape& s : shapes) {
+      SCOPED_TRACE(::testing::Message() << (fp16 ? "fp16" : "bf16") << " rows=" << s.rows << " inter=" << s.inter
+                                        << " hidden=" << s.hidden << " max_blocks=" << s.max_blocks
+                                        << " cols=" << s.cols);
+      ASSERT_TRUE(lk::gate_up_swiglu_norm_supported(s.rows, s.inter, s.hidden));
+      const auto n = static_cast<std::size_t>(s.rows * s.hidden);
+      std::vector<float> x = itera::test::nonzero_uniform(n, 41 + static_cast<std::uint64_t>(s.rows), 2.0f);
+      for (std::int64_t r = 0; r < s.rows; ++r)
+        for (std::int64_t i = 0; i < s.hidden; ++i) x[static_cast<std::size_t>(r * s.hidden + i)] *= 1.0f + r % 5;
+      const auto bits_of = [&](const std::vector<float>& v) {
+        std::vector<std::uint16_t> b(v.size());
+        std::transform(v.begin(), v.end(), b.begin(), [&](float f) { return cd.encode(f); });
+        return b;
+      };
+      const auto weight = bits_of(itera::test::nonzero_uniform(static_cast<std::size_t>(s.hidden), 43, 1.5f));
+      const auto w = bits_of(itera::test::nonzero_uniform(static_cast<std::size_t>(2 * s.inter * s.hidden),
+                                                          47 + static_cast<std::uint64_t>(s.inter),
+                                                          static_cast<float>(2.0 / std::sqrt(s.hidden))));
+      // (1) fp64
+      std::vector<double> hn(n), wf(w.size());
+      for (std::size_t i = 0; i < w.size(); ++i) wf[i] = cd.decode(w[i]);
+      for (std::int64_t r = 0; r < s.rows; ++r) {
+        double ss = 0;
+        for (std::int64_t i = 0; i < s.hidden; ++i) {
+          const double v = x[static_cast<std::size_t>(r * s.hidden + i)];
+          ss += v * v;
+        }
+        const double scale = 1.0 / std::sqrt(ss / static_cast<double>(s.hidden) + eps);
+        for (std::int64_t i = 0; i < s.hidden; ++i)
+          hn[static_cast<std::size_t>(r * s.hidden + i)] =
+              cd.decode(weight[static_cast<std::size_t>(i)]) * x[static_cast<std::size_t>(r * s.hidden + i)] * scale;
+      }
+      std::vector<float> ref(static_cast<std::size_t>(s.rows * s.inter));
+      for (std::int64_t r = 0; r < s.rows; ++r)
+        for (std::int64_t col = 0; col < s.inter; ++col) {
+          double g = 0, u = 0;
+          const double* hr = hn.data() + r * s.hidden;
+          const double* wg = wf.data() + col * s.hidden;
+          const double* wu = wf.data() + (s.inter + col) * s.hidden;
+          for (std::int64_t i = 0; i < s.hidden; ++i) g += hr[i] * wg[i], u += hr[i] * wu[i];
+          g = cd.decode(cd.encode(static_cast<float>(g)));
+          u = cd.decode(cd.encode(static_cast<float>(u)));
+          ref[static_cast<std::size_t>(r * s.inter + col)] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+        }
+      // (2) on the GPU: the kernel, then rms_norm + gate_up_swiglu.
+      const std::size_t act_bytes = ref.size() * 2;
+      void* dx = device_bytes(x.data(), n * 4);
+      void* dweight = device_bytes(weight.data(), weight.size() * 2);
+      void* dw = device_bytes(w.data(), w.size() * 2);
+      void* dh = device_bytes(nullptr, n * 2);
+      void* dact = device_bytes(nullptr, act_bytes);
+      void* dact2 = device_bytes(nullptr, act_bytes);
+      std::vector<std::uint16_t> got_bits(ref.size()), pair_bits(ref.size());
+      if (dx && dweight && dw && dh && dact && dact2) {
+        const auto run = [&](auto tag) {
+          using T = decltype(tag);
+          lk::gate_up_swiglu_norm(static_cast<const float*>(dx), s.rows, static_cast<const T*>(dweight), eps,
+                                  static_cast<const T*>(dw), s.inter, s.hidden, static_cast<T*>(dact), nullptr,
+                                  s.max_blocks, s.cols);
+          lk::rms_norm(static_cast<const float*>(dx), 1, 0, static_cast<const T*>(dweight), static_cast<T*>(dh), s.rows,
+                       s.hidden, eps, nullptr);
+          lk::gate_up_swiglu(static_cast<const T*>(dh), s.rows, static_cast<const T*>(dw), s.inter, s.hidden,
+                             static_cast<T*>(dact2), nullptr, s.max_blocks, s.cols);
+        };
+        if (fp16) run(lk::fp16{});
+        else run(lk::bf16{});
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_EQ(cudaMemcpy(got_bits.data(), dact, act_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_EQ(cudaMemcpy(pair_bits.data(), dact2, act_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      }
+      for (void* p : {dx, dweight, dw, dh, dact, dact2}) (void)cudaFree(p);
+      std::vector<float> got(ref.size()), pair(ref.size());
+      std::size_t nonfinite = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        got[i] = cd.decode(got_bits[i]);
+        pair[i] = cd.decode(pair_bits[i]);
+        nonfinite += std::isfinite(got[i]) ? 0 : 1;
+      }
+      EXPECT_EQ(nonfinite, 0u) << "outputs never written (NaN bits) or overflowed";
+      EXPECT_LT(itera::test::normalised_error(got, ref), 8e-3) << "against fp64";
+      EXPECT_LT(itera::test::normalised_error(got, pair), 8e-3) << "against rms_norm + gate_up_swiglu";
+      EXPECT_LT(itera::test::normalised_error(pair, ref), 8e-3) << "the pair itself against fp64";
+    }
+  }
+  EXPECT_FALSE(lk::gate_up_swiglu_norm_supported(65, 256, 512)) << "more than one row tile";
+  EXPECT_THROW(lk::gate_up_swiglu_norm<lk::bf16>(nullptr, 65, nullptr, eps, nullptr, 256, 512, nullptr, nullptr),
+               std::invalid_argument);
 }
 
 #endif

@@ -154,10 +154,12 @@ struct matrix {
   const float* scales = nullptr;  // set: fp8 e4m3 codes
 };
 
-// override_split_residual's, override_split_trial's and override_product_trial's switches.
+// override_split_residual's, override_split_trial's, override_product_trial's and
+// override_gate_up_norm's switches.
 itera::kernels::overridable_switch split_residual_switch{"ITERA_LLM_SPLIT_RESIDUAL", true};
 itera::kernels::overridable_switch split_trial_switch{"ITERA_LLM_SPLIT_TRIAL", true};
 itera::kernels::overridable_switch product_trial_switch{"ITERA_LLM_PRODUCT_TRIAL", true};
+itera::kernels::overridable_switch gate_up_norm_switch{"ITERA_LLM_GATE_UP_NORM", true};
 
 }  // namespace
 
@@ -184,6 +186,7 @@ struct cuda_engine::impl {
   bool split_residual = split_residual_switch.on();  // residual products in parts (split_parts)
   bool split_trial_on = split_trial_switch.on();     // their algorithm by product_trial
   bool product_trial_on = product_trial_switch.on(); // the other decode products' too
+  bool gate_up_norm_on = gate_up_norm_switch.on();   // the fused gate/up normalises x itself (route)
   std::uint64_t l2_bytes = 0;                        // the device's L2 (how many layers a trial takes)
   device_buffer dequantised;  // fp8 without fp8_mma: 16-bit scratch of the largest projection
   device_buffer act_codes, act_scales;  // fp8_mma: activations quantised per row for a product
@@ -686,6 +689,15 @@ struct cuda_engine::impl {
     static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_GATE_UP", k::gemv_max_tokens + 1);
     return from;
   }
+  // The fewest rows at which the fused gate/up normalises x itself (route: gate_up_norm), or
+  // ITERA_LLM_GATE_UP_NORM_ROWS. On the H200 (llama-3.1-8b, docs/perf/2026-12-02-gate-up-norm.md)
+  // batch 64 gained (graph step 5.590 -> 5.545 ms); at 32 and 16 cuBLASLt runs the unsplit o_proj
+  // as split-K with a reduction kernel after it and the step lost (5.050 -> 5.105 ms at 32).
+  static std::int64_t gate_up_norm_rows() {
+    static const std::int64_t from = itera::kernels::env_count("ITERA_LLM_GATE_UP_NORM_ROWS", 33,
+                                                               "the rows from which the gate/up normalises x itself");
+    return from;
+  }
   static std::int64_t fused_qkv_rows() {
     static const std::int64_t from = fused_rows_from("ITERA_LLM_FUSED_QKV", 512);
     return from;
@@ -767,16 +779,24 @@ struct cuda_engine::impl {
   // How a pass of n rows runs a layer's products, for forward() and capture() alike (the same for
   // every layer: their weights share type and alignment): whether the fused gate/up + SwiGLU
   // kernel runs, and the parts o_proj and down run in (1: not split).
+  //
+  // gate_up_norm (decodes only: measured there): the fused gate/up reads the residual x itself and
+  // normalises its rows (k::gate_up_swiglu_norm, at most 64 rows), so o_proj adds into x unsplit
+  // (cuBLASLt, beta 1) and no norm kernel runs between them: one kernel a layer fewer.
+  // ITERA_LLM_GATE_UP_NORM=0 (or override_gate_up_norm) keeps o_proj in parts and the add and
+  // norm kernel after it.
   struct layer_route {
-    bool fused_gate_up = false;
+    bool fused_gate_up = false, gate_up_norm = false;
     int o_parts = 1, down_parts = 1;
   };
-  layer_route route(std::int64_t n) const {
+  layer_route route(std::int64_t n, bool prefill) const {
     const layer_offsets& l0 = layer_off.front();
     const matrix wdown = projection(l0.wdown, l0.sdown);
     layer_route r;
     r.fused_gate_up = fuse_gate_up(n, projection(l0.wgu, l0.sgu));
-    r.o_parts = split_parts(n, c.q_dim(), projection(l0.wo, l0.so), attn.data());
+    r.gate_up_norm = !prefill && r.fused_gate_up && gate_up_norm_on && n >= gate_up_norm_rows() &&
+                     k::gate_up_swiglu_norm_supported(n, c.intermediate, c.hidden);
+    r.o_parts = r.gate_up_norm ? 1 : split_parts(n, c.q_dim(), projection(l0.wo, l0.so), attn.data());
     r.down_parts = !r.fused_gate_up && fuse_swiglu(n, wdown) ? 1 : split_parts(n, c.intermediate, wdown, act.data());
     return r;
   }
@@ -901,7 +921,7 @@ struct cuda_engine::impl {
     const bool o_proj = weight == &layer_offsets::wo;
     const std::int64_t next_m = o_proj ? 2 * c.intermediate : qkv_width;
     gemm_plan* next = next_by_cublas ? &plan_for(next_m, rows, c.hidden, false) : nullptr;
-    const bool next_fused = o_proj && route(rows).fused_gate_up;  // k::gate_up_swiglu after o_proj
+    const bool next_fused = o_proj && route(rows, false).fused_gate_up;  // k::gate_up_swiglu after o_proj
     void* next_out = o_proj ? gate_up.data() : qkv.data();
     const std::size_t count =
         trial_layers(2.0 * static_cast<double>(c.hidden * kk + (next || next_fused ? next_m * c.hidden : 0)));
@@ -1036,7 +1056,7 @@ struct cuda_engine::impl {
     // h holds rms_norm(x) with this layer's input norm already: the previous layer's down ran in
     // parts (residual_product) and normalised its sum.
     bool h_normed = false;
-    const layer_route way = route(rows);
+    const layer_route way = route(rows, prefill);
     // A decode's RoPE and cache store done by the tensor-core attention kernel (rope_in_attention).
     const bool rope_later = !prefill && rope_in_attention() && k::decode_attention_rotates<A>(rows, sh);
     for (std::int64_t l = 0; !whole_step && l < c.layers; ++l) {
@@ -1087,7 +1107,12 @@ struct cuda_engine::impl {
       stage block(rec, "mlp_block");
       const matrix wgu = projection(lo.wgu, lo.sgu), wdown = projection(lo.wdown, lo.sdown);
       h_normed = false;
-      if (way.fused_gate_up) {
+      if (way.gate_up_norm) {
+        stage st(rec, "gate_up");  // with the post-attention norm
+        st.read(pbytes(2 * inter, hidden) + 2.0 * static_cast<double>(hidden));
+        k::gate_up_swiglu_norm(x.as<float>(), rows, w_at<A>(lo.post_norm), static_cast<float>(c.rms_norm_eps),
+                               static_cast<const A*>(wgu.w), inter, hidden, act.as<A>(), s);
+      } else if (way.fused_gate_up) {
         if (!post_normed) norm_rows(rec, "norm", w_at<A>(lo.post_norm), 1, 0, rows);
         stage st(rec, "gate_up");
         st.read(pbytes(2 * inter, hidden));
@@ -1248,7 +1273,7 @@ struct cuda_engine::impl {
         {"o_proj", &layer_offsets::wo, &layer_offsets::so, c.hidden, c.q_dim(), true, attn.data(), x.data(), true},
         {"down", &layer_offsets::wdown, &layer_offsets::sdown, c.hidden, c.intermediate, true, act.data(), x.data(), true}};
     const auto& l0 = layer_off.front();
-    const layer_route way = route(rows);  // as forward() runs them
+    const layer_route way = route(rows, false);  // as forward() runs a decode
     for (const product& pr : products) {
       const matrix w = pr.w ? projection(l0.*pr.w, l0.*pr.scales) : lm_head();
       if (small(rows, pr.kk, w, pr.in) || (way.fused_gate_up && pr.w == &layer_offsets::wgu)) continue;
@@ -1345,6 +1370,7 @@ bool query_fp8_products(cuda_backend& dev, cudaDataType_t out_16bit) {
 }  // namespace
 
 void override_split_residual(std::optional<bool> on) { split_residual_switch.override(on); }
+void override_gate_up_norm(std::optional<bool> on) { gate_up_norm_switch.override(on); }
 void override_split_trial(std::optional<bool> on) { split_trial_switch.override(on); }
 void override_product_trial(std::optional<bool> on) { product_trial_switch.override(on); }
 
