@@ -691,8 +691,9 @@ struct cuda_engine::impl {
   }
   // The fewest rows at which the fused gate/up normalises x itself (route: gate_up_norm), or
   // ITERA_LLM_GATE_UP_NORM_ROWS. On the H200 (llama-3.1-8b, docs/perf/2026-12-02-gate-up-norm.md)
-  // batch 64 gained (graph step 5.590 -> 5.545 ms); at 32 and 16 cuBLASLt runs the unsplit o_proj
-  // as split-K with a reduction kernel after it and the step lost (5.050 -> 5.105 ms at 32).
+  // graph steps at 40, 48 and 64 rows gained 1.3%, 1.4% and 0.8% (64: 5.590 -> 5.545 ms), 33 was
+  // even; at 32 and 16 cuBLASLt runs the unsplit o_proj as split-K with a reduction kernel after
+  // it and the step lost (5.050 -> 5.105 ms at 32).
   static std::int64_t gate_up_norm_rows() {
     static const std::int64_t from = itera::kernels::env_count("ITERA_LLM_GATE_UP_NORM_ROWS", 33,
                                                                "the rows from which the gate/up normalises x itself");
