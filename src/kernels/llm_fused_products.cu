@@ -32,7 +32,8 @@
 //
 // Roundings are the unfused path's: the products rounded to A (cuBLASLt's output), then SwiGLU's
 // A(silu_times_fast(gate, up)) (swiglu8_kernel) or bias_rope_store's fp32 bias, rotation and
-// rounding; the sums' order is this kernel's, not cuBLASLt's.
+// rounding; the sums' order is this kernel's, not cuBLASLt's. gate_up_swiglu_norm's operand is
+// A(weight * x), not rms_norm's A(weight * x * scale): the scale multiplies the fp32 sums.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

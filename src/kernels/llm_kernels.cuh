@@ -198,8 +198,10 @@ void gate_up_swiglu(const A* x, std::int64_t rows, const A* w_gate_up, std::int6
 // gate_up_swiglu_norm: gate_up_swiglu on rms_norm(x, norm_weight) where x is the fp32 residual
 // itself, at most 64 rows (a decode): the kernel normalises the rows, so no norm kernel runs before
 // it. Its product is A(weight * x) . w times the row's rms_scale, in fp32, then rounded as
-// gate_up_swiglu rounds (rms_norm rounds A(weight * (x * scale)) before the product: the two
-// differ by the roundings' order, within A's precision).
+// gate_up_swiglu rounds (rms_norm rounds A(weight * (x * scale)) before the product: in bf16 the
+// two differ by the roundings' order, within A's precision). The operand is not normalised, so in
+// fp16 a |weight * x| above 65504 becomes infinite where rms_norm's would not: the engine runs it
+// with bf16 only.
 bool gate_up_swiglu_norm_supported(std::int64_t rows, std::int64_t intermediate, std::int64_t hidden);
 template <class A>
 void gate_up_swiglu_norm(const float* x, std::int64_t rows, const A* norm_weight, float eps, const A* w_gate_up,

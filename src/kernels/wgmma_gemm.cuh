@@ -3,8 +3,10 @@
 // warpgroup's pass over one tile's steps of k through the producer's ring, and the tensor map of
 // an operand. Their stages hold x's box ([128][64], or [64][64] with one consumer), then 256 (or
 // 224) rows of w, one box or two,
-// in the 128-byte swizzle layout of wgmma.cuh; each stage has a `full` barrier (the producer's
-// bytes) and an `empty` one (one arrival per consumer warpgroup), 8 bytes apart.
+// in the 128-byte swizzle layout of wgmma.cuh (gate_up_swiglu_norm's stages hold fp32 boxes of x
+// after w's, and its consumers take their own pass: llm_fused_products.cu); each stage has a
+// `full` barrier (the producer's bytes) and an `empty` one (one arrival per consumer warpgroup), 8
+// bytes apart.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -328,15 +328,16 @@ TEST_F(llm_fused_products, qkv_rope_store_matches_fp64) {
 // rms_norm rounds A(weight * x * scale): either operand is within 2^-9 (bf16) of the exact one.
 // On these rows (weights up to 1.5, sums up to a few units) the pair itself measured 4.1-4.2e-3
 // against fp64 and the kernel 4.1-5.4e-3 (6.6e-3 against the pair at one step of k, where 64 terms
-// average the roundings less; H200, docs/perf/2026-12-02-gate-up-norm.md): 8e-3 allows both. Rows of different scales (a row's scale applied
-// to another's sums is off by up to 5x), a partial row tile, one step of k, tiles of 112 and 128
+// average the roundings less; H200, docs/perf/2026-12-02-gate-up-norm.md): 8e-3 allows both.
+// Rows of different scales (a row's scale applied to another's sums is off by up to 5x), a partial
+// row tile, one step of k, tiles of 112 and 128
 // columns, and grids of one block walking several tiles (the sums of squares start again each
 // tile; the ring wraps).
 TEST_F(llm_fused_products, gate_up_swiglu_norm_matches_fp64_and_the_norm_kernel) {
   if (!itera::kernels::wgmma_available()) GTEST_SKIP() << "the fused gate/up product runs on sm_90a (wgmma) only";
   const shape shapes[] = {
       {64, 1792, 4096, 0, 112},  // a batch of 64 over llama's hidden: 16 tiles
-      {5, 256, 512},             // 5 rows of a 64-row tile, 128-column tiles (three stages)
+      {5, 256, 512},             // 5 rows of a 64-row tile, 128-column tiles, 8 steps of k
       {1, 896, 64, 1, 112},      // one row, one step of k, 8 tiles in one block
       {40, 512, 256, 1},         // 4 tiles of 4 steps in one block
       {64, 896, 1024, 3, 112},   // 8 tiles over 3 blocks

@@ -781,11 +781,12 @@ struct cuda_engine::impl {
   // every layer: their weights share type and alignment): whether the fused gate/up + SwiGLU
   // kernel runs, and the parts o_proj and down run in (1: not split).
   //
-  // gate_up_norm (decodes only: measured there): the fused gate/up reads the residual x itself and
-  // normalises its rows (k::gate_up_swiglu_norm, at most 64 rows), so o_proj adds into x unsplit
-  // (cuBLASLt, beta 1) and no norm kernel runs between them: one kernel a layer fewer.
-  // ITERA_LLM_GATE_UP_NORM=0 (or override_gate_up_norm) keeps o_proj in parts and the add and
-  // norm kernel after it.
+  // gate_up_norm (decodes only: measured there; bf16 compute: the kernel's operand is not
+  // normalised, and in fp16 an outlier of the residual could overflow it): the fused gate/up reads
+  // the residual x itself and normalises its rows (k::gate_up_swiglu_norm, at most 64 rows), so
+  // o_proj adds into x unsplit (cuBLASLt, beta 1) and no norm kernel runs between them: one kernel
+  // a layer fewer. ITERA_LLM_GATE_UP_NORM=0 (or override_gate_up_norm) keeps the path before it
+  // (o_proj in parts with the add and norm after it, where split_parts takes it).
   struct layer_route {
     bool fused_gate_up = false, gate_up_norm = false;
     int o_parts = 1, down_parts = 1;
@@ -795,7 +796,7 @@ struct cuda_engine::impl {
     const matrix wdown = projection(l0.wdown, l0.sdown);
     layer_route r;
     r.fused_gate_up = fuse_gate_up(n, projection(l0.wgu, l0.sgu));
-    r.gate_up_norm = !prefill && r.fused_gate_up && gate_up_norm_on && n >= gate_up_norm_rows() &&
+    r.gate_up_norm = !prefill && !half && r.fused_gate_up && gate_up_norm_on && n >= gate_up_norm_rows() &&
                      k::gate_up_swiglu_norm_supported(n, c.intermediate, c.hidden);
     r.o_parts = r.gate_up_norm ? 1 : split_parts(n, c.q_dim(), projection(l0.wo, l0.so), attn.data());
     r.down_parts = !r.fused_gate_up && fuse_swiglu(n, wdown) ? 1 : split_parts(n, c.intermediate, wdown, act.data());

@@ -110,9 +110,9 @@ void override_split_trial(std::optional<bool> on);
 // The same for the other products cuBLASLt runs in a decode graph (qkv, gate/up, the LM head, and
 // o_proj and down where they are not split): on unless ITERA_LLM_PRODUCT_TRIAL=0.
 void override_product_trial(std::optional<bool> on);
-// Whether engines made from now on let the fused gate/up normalise the residual's rows itself at
-// 64 rows and fewer (k::gate_up_swiglu_norm; o_proj then adds into x unsplit and no norm kernel
-// runs before the gate/up): on unless ITERA_LLM_GATE_UP_NORM=0.
+// Whether engines made from now on let the fused gate/up normalise the residual's rows itself in
+// decodes of 33-64 rows with bf16 compute (k::gate_up_swiglu_norm; o_proj then adds into x
+// unsplit and no norm kernel runs before the gate/up): on unless ITERA_LLM_GATE_UP_NORM=0.
 void override_gate_up_norm(std::optional<bool> on);
 
 // A projection as the gemv reads it: 16-bit bits [out_rows][in], or (bits16 empty) fp8 e4m3 codes
