@@ -345,13 +345,12 @@ __device__ __forceinline__ void normalised_tile(const E& e, float (&d)[L::acc][4
   for (int j = 0; j < ksteps; ++j, ++g) {
     form(a, sv);
     products(a, base, j);
-    const unsigned done = base;
     if (j + 1 < ksteps) {
       base = wait_stage(g + 1);
       load(sv, base, j + 1);
     }
     wgmma::wait<0>();
-    if (leader) tma::barrier_arrive(empty + 8 * ((done - ring) / L::stage_bytes));
+    if (leader) tma::barrier_arrive(empty + 8 * (g % L::stages));  // step j's stage is free
   }
   wgmma::fence_operands(d);
 #pragma unroll
