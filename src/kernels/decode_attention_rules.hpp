@@ -32,4 +32,13 @@ constexpr int tensor_core_decode_splits(std::int64_t pairs, int sms, bool cluste
   return splits;
 }
 
+// The tensor-core kernel's blocks carry two more warps that only issue the ring's copies (128
+// threads instead of 64; two such blocks fit an SM by registers) where its launch holds at most
+// two blocks per SM and a pair's keys go to at most two blocks: there, with four warps an SM, the
+// copies' issue held the stream back. At four blocks per SM (batch 64) the 128-thread blocks would
+// not fit in one wave; in clusters of 4 and 8 (batch 8 and 4) they ran slower.
+constexpr bool tensor_core_decode_loaders(std::int64_t blocks, int splits, int sms) {
+  return splits <= 2 && blocks <= 2 * static_cast<std::int64_t>(sms);
+}
+
 }  // namespace itera::kernels::llm

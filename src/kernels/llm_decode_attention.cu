@@ -376,7 +376,8 @@ __global__ void __launch_bounds__(decode_threads)
 // each tile with its own online softmax. At the end a block holding all of a row's keys has its two
 // warps exchange half of their states through shared memory and merge in registers; a cluster
 // merges every block's warps' states through distributed shared memory. P is rounded to A for
-// the P V product, as in the prefill kernel.
+// the P V product, as in the prefill kernel. Where few blocks run (at most two an SM), two more
+// warps a block share the copies' issue and compute nothing (Loaders, below).
 //
 // Sized so that the blocks of a batch-64 llama-3.1-8b step (512) fit the H200 in one wave: with
 // four warps and two buffers (80 KB, three blocks per SM) the second wave ran a quarter full and
@@ -386,6 +387,15 @@ __global__ void __launch_bounds__(decode_threads)
 // q rotated into its tile while the first key tiles are in flight, and the new position's k and v
 // stored into the cache by the block holding that key and written over its ring's copy of the row.
 constexpr int wide_warps = 2, wide_stages = 3, wide_tile = 16 * wide_warps;
+// Loaders: warps past the wide_warps that only issue the ring's copies and keep its barriers
+// (0, or 2 where tensor_core_decode_loaders allows). H200, llama-3.1-8b, bf16, graph steps
+// (docs/perf/2026-12-03-attention-stamps.md, runs 6 and 7), attention us a step: batch 32 (256
+// blocks) 806 -> 766, step 5.016 -> 4.986 ms; batch 16 (256 blocks, pairs of 2) 538 -> 507, step
+// 4.725 -> 4.694; batch 2 249 -> 233, step even; in clusters of 4 and 8 slower (batch 8 376 ->
+// 510, batch 4 269 -> 435); batch 64 (512 blocks, four an SM at 64 threads; at 128 threads and
+// 190 registers only two fit) 1309 -> 1488.
+template <int Loaders>
+constexpr int wide_threads = (wide_warps + Loaders) * 32;
 
 //
 // An fp8 cache: the ring holds the tiles as codes, row-major (half the bytes), and each warp widens
@@ -568,13 +578,13 @@ __device__ __forceinline__ void store_new_item(const quad_bits& q, std::int64_t 
   store4(to + at.hi, x2);
 }
 
-template <class A, int HD, class C>
-__global__ void __launch_bounds__(wide_warps * 32)
+template <class A, int HD, class C, int Loaders>
+__global__ void __launch_bounds__(wide_threads<Loaders>)
     decode_attention_wide_kernel(const A* __restrict__ qkv, const void* k_cache, const void* v_cache,
                                  const std::int32_t* __restrict__ start, attention_shape s, float scale_log2,
                                  A* __restrict__ out, decode_rope<A> rope) {
   using L = wide_layout<HD, C>;
-  constexpr int KS = HD / 16, NT = HD / 8, threads = wide_warps * 32;
+  constexpr int KS = HD / 16, NT = HD / 8, threads = wide_threads<Loaders>;
   extern __shared__ __align__(128) unsigned char smem[];
   grid_dependents_launch();
   grid_dependency_wait();
@@ -687,6 +697,7 @@ __global__ void __launch_bounds__(wide_warps * 32)
       }
       __syncthreads();
     }
+    if (warp >= wide_warps) continue;  // a loader: copies and barriers only
     if (j == 0) {
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
@@ -828,20 +839,22 @@ __global__ void __launch_bounds__(wide_warps * 32)
       else
         step(std::integral_constant<int, 1>{});
     };
-    by_warp(hand);
+    if (warp < wide_warps) by_warp(hand);
     __syncthreads();
-    by_warp(merge);
+    if (warp < wide_warps) by_warp(merge);
     return;
   }
   float* st = reinterpret_cast<float*>(smem + L::ring) + static_cast<std::size_t>(warp) * 16 * (HD + 2);
+  if (warp < wide_warps) {  // (a loader holds no state)
 #pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    st[g * (HD + 2) + n * 8 + 2 * t4] = o[n][0];
-    st[g * (HD + 2) + n * 8 + 2 * t4 + 1] = o[n][1];
-    st[(g + 8) * (HD + 2) + n * 8 + 2 * t4] = o[n][2];
-    st[(g + 8) * (HD + 2) + n * 8 + 2 * t4 + 1] = o[n][3];
+    for (int n = 0; n < NT; ++n) {
+      st[g * (HD + 2) + n * 8 + 2 * t4] = o[n][0];
+      st[g * (HD + 2) + n * 8 + 2 * t4 + 1] = o[n][1];
+      st[(g + 8) * (HD + 2) + n * 8 + 2 * t4] = o[n][2];
+      st[(g + 8) * (HD + 2) + n * 8 + 2 * t4 + 1] = o[n][3];
+    }
   }
-  if (t4 == 0) {
+  if (t4 == 0 && warp < wide_warps) {
     st[g * (HD + 2) + HD] = m_lo;
     st[g * (HD + 2) + HD + 1] = l_lo;
     st[(g + 8) * (HD + 2) + HD] = m_hi;
@@ -912,16 +925,21 @@ decode_choice<A> choose_group(std::int64_t group) {
   return {decode_attention_kernel<A, HD, 8, C>, decode_layout<HD, 8, C>::bytes};
 }
 
+template <class A, int HD, class C>
+decode_choice<A> wide_kernel(bool loaders) {
+  if (loaders) return {decode_attention_wide_kernel<A, HD, C, 2>, wide_layout<HD, C>::bytes, wide_threads<2>, true};
+  return {decode_attention_wide_kernel<A, HD, C, 0>, wide_layout<HD, C>::bytes, wide_threads<0>, true};
+}
+
 // The kernel for activations A and the cache's element C. wide: the tensor-core kernel, for head
-// dims 64 and 128 on sm_80 and later (a block per (row, kv head), or a cluster on sm_90).
+// dims 64 and 128 on sm_80 and later (a block per (row, kv head), or a cluster on sm_90), with
+// loader warps where `loaders`.
 template <class A, class C>
-decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide) {
+decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide, bool loaders) {
   if (s.rows_per_seq != 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > 8) return {};
   const std::int64_t group = s.heads / s.kv_heads;
-  if (wide && s.head_dim == 64)
-    return {decode_attention_wide_kernel<A, 64, C>, wide_layout<64, C>::bytes, wide_warps * 32, true};
-  if (wide && s.head_dim == 128)
-    return {decode_attention_wide_kernel<A, 128, C>, wide_layout<128, C>::bytes, wide_warps * 32, true};
+  if (wide && s.head_dim == 64) return wide_kernel<A, 64, C>(loaders);
+  if (wide && s.head_dim == 128) return wide_kernel<A, 128, C>(loaders);
   switch (s.head_dim) {
     case 16: return choose_group<A, 16, C>(group);
     case 32: return choose_group<A, 32, C>(group);
@@ -934,9 +952,9 @@ decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide) {
 
 // None for a 16-bit cache of the other type than A.
 template <class A>
-decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide = false) {
-  if (s.kv == kv_storage::fp8_e4m3) return decode_kernel_for<A, fp8_code>(s, wide);
-  if (s.kv == (is_fp16<A> ? kv_storage::fp16 : kv_storage::bf16)) return decode_kernel_for<A, A>(s, wide);
+decode_choice<A> decode_kernel_for(const attention_shape& s, bool wide = false, bool loaders = false) {
+  if (s.kv == kv_storage::fp8_e4m3) return decode_kernel_for<A, fp8_code>(s, wide, loaders);
+  if (s.kv == (is_fp16<A> ? kv_storage::fp16 : kv_storage::bf16)) return decode_kernel_for<A, A>(s, wide, loaders);
   return {};
 }
 
@@ -973,6 +991,12 @@ std::int64_t wide_decode_pairs() {
   return tensor_core_decode_pairs(device_multiprocessors(), device_is_sm90_or_later());
 }
 
+// ITERA_LLM_WIDE_LOADERS=0 keeps the wide kernel's blocks without loader warps (A/B measurements).
+bool wide_decode_loaders() {
+  static const bool on = env_switch("ITERA_LLM_WIDE_LOADERS", true);
+  return on;
+}
+
 // The blocks (a cluster of 1, 2, 4 or 8) the wide kernel deals a row's keys over: the most that
 // keep the launch within two blocks per SM, on devices with clusters; ITERA_LLM_WIDE_SPLITS forces
 // one (A/B). H200, run 6 (attention us a step for 1 / 2 / 4 / 8 blocks a pair): batch 32 (256
@@ -998,8 +1022,9 @@ template <class A>
 void prepare_decode_attention(const attention_shape& s) {
   (void)wide_decode_splits(1);  // a bad ITERA_LLM_WIDE_SPLITS refused here, not inside a step
   for (const bool wide : {false, true})
-    if (const decode_choice<A> d = decode_kernel_for<A>(s, wide); d.fn && d.shared_bytes > 48 * 1024)
-      allow_dynamic_shared(reinterpret_cast<const void*>(d.fn), d.shared_bytes);  // only ever grows
+    for (const bool loaders : {false, true})
+      if (const decode_choice<A> d = decode_kernel_for<A>(s, wide, loaders); d.fn && d.shared_bytes > 48 * 1024)
+        allow_dynamic_shared(reinterpret_cast<const void*>(d.fn), d.shared_bytes);  // only ever grows
 }
 
 namespace {
@@ -1031,6 +1056,9 @@ bool decode_attention(const A* qkv, const void* k_cache, const void* v_cache, co
     throw std::logic_error("llm decode_attention: RoPE asked of the CUDA-core kernel (decode_attention_rotates)");
   if (!d.fn) d = decode_kernel_for<A>(s, false);
   if (!d.fn) return false;
+  if (d.rotates && wide_decode_loaders() &&
+      tensor_core_decode_loaders(pairs * splits, splits, device_multiprocessors()))
+    d = decode_kernel_for<A>(s, true, true);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(rows), static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(splits));
   config.blockDim = dim3(d.threads);

@@ -24,6 +24,22 @@ TEST(decode_attention_rules, tensor_core_kernel_on_the_h200) {
   }
 }
 
+TEST(decode_attention_rules, loader_warps_where_two_blocks_fit_an_sm) {
+  constexpr int sms = 132;
+  // docs/perf/2026-12-03-attention-stamps.md, run 7 (graph steps): batch 16 and 32 (256 blocks,
+  // splits 2 and 1) faster with them; batch 4 and 8 (clusters of 8 and 4) slower; batch 2 even;
+  // batch 64's 512 blocks, four an SM, slower (run 6).
+  const std::int64_t pairs[] = {16, 32, 64, 128, 256, 512};
+  const bool loaders[] = {false, false, false, true, true, false};
+  for (std::size_t i = 0; i < std::size(pairs); ++i) {
+    const int splits = tensor_core_decode_splits(pairs[i], sms, true);
+    EXPECT_EQ(tensor_core_decode_loaders(pairs[i] * splits, splits, sms), loaders[i]) << pairs[i] << " pairs";
+  }
+  EXPECT_TRUE(tensor_core_decode_loaders(264, 1, sms));
+  EXPECT_FALSE(tensor_core_decode_loaders(265, 1, sms));
+  EXPECT_FALSE(tensor_core_decode_loaders(128, 4, sms));
+}
+
 TEST(decode_attention_rules, cuda_core_kernel_on_the_h200) {
   constexpr int sms = 132;
   // The fewest blocks a pair reaching two blocks per SM: batch 1 (8 pairs) 8, as measured.
