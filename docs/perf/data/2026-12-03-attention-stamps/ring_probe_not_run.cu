@@ -79,17 +79,7 @@ void run(const unsigned char* k, const unsigned char* v, long long pair_bytes, i
   const int smem = stages * 2 * half_tile;
   CHECK(cudaFuncSetAttribute(ring_kernel<Threads>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const auto launch = [&] { ring_kernel<Threads><<<blocks, Threads, smem>>>(k, v, pair_bytes, keys, d_st, sink); };
-  for (int i = 0; i < 3; ++i) launch();
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  constexpr int reps = 20;
-  CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) launch();
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
+  const double us = us_a_launch(launch);
   std::vector<stamp> st(static_cast<std::size_t>(blocks));
   CHECK(cudaMemcpy(st.data(), d_st, sizeof(stamp) * st.size(), cudaMemcpyDeviceToHost));
   unsigned long long s0 = ~0ull;
@@ -107,13 +97,11 @@ void run(const unsigned char* k, const unsigned char* v, long long pair_bytes, i
   const double mb = 2.0 * keys * row_bytes * blocks / 1e6;
   std::printf("ring, %d threads a block, %d blocks, %.1f MB: %.2f us a launch (%.2f TB/s); tile 0 p50 %.2f; ends min "
               "%.2f p10 %.2f p50 %.2f p90 %.2f max %.2f\n",
-              Threads, blocks, mb, ms * 1e3 / reps, mb / (ms * 1e3 / reps), q(firsts, 0.5), q(ends, 0), q(ends, 0.1),
+              Threads, blocks, mb, us, mb / us, q(firsts, 0.5), q(ends, 0), q(ends, 0.1),
               q(ends, 0.5), q(ends, 0.9), q(ends, 1));
   std::printf("  per SM (id:last end us)");
   for (const auto& [sm, e] : sm_end) std::printf(" %u:%.1f", sm, e);
   std::printf("\n");
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
 }
 
 int main() {

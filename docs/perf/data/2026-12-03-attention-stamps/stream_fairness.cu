@@ -86,21 +86,8 @@ struct result {
 
 template <class Launch>
 result time_it(Launch&& launch, stamp* d_st, int blocks) {
-  for (int i = 0; i < 3; ++i) launch();
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  constexpr int reps = 20;
-  CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) launch();
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  result r{ms * 1e3 / reps, std::vector<stamp>(static_cast<std::size_t>(blocks))};
+  result r{us_a_launch(launch), std::vector<stamp>(static_cast<std::size_t>(blocks))};
   CHECK(cudaMemcpy(r.st.data(), d_st, sizeof(stamp) * static_cast<std::size_t>(blocks), cudaMemcpyDeviceToHost));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
   return r;
 }
 
