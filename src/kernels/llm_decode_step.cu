@@ -500,15 +500,17 @@ __device__ void consume_product(const phase_geometry& g, const unsigned char* ri
 }
 
 // fp8 weights: x_s as the tensor cores take it, fp16 (A's values converted, saturated at +-65504,
-// as the per-layer fp8 gemv stages them); nothing to do for fp16 activations. mma_input converts a
-// 16-byte chunk as a staging loop stores it; to_mma_input converts x_s in place (the path that
-// forms SwiGLU while staging).
+// as the per-layer fp8 gemv stages them); nothing to do for fp16 activations. store_input stores
+// a product's input so (attn by the attention's merge, act by the paired gate/up), which leaves
+// every block's staging of it a copy (fp8 2.502-2.503 -> 2.489-2.490 ms a step against
+// converting it at the staging: docs/perf/2026-12-03-step-consumers.md); to_mma_input converts
+// x_s in place (the path that forms SwiGLU while staging).
 template <class A, bool FP8W>
-__device__ __forceinline__ uint4 mma_input(const uint4& chunk) {
-  if constexpr (FP8W)
-    return fp16_chunk<A>(chunk);
+__device__ __forceinline__ void store_input(void* buf, int i, float v) {
+  if constexpr (FP8W && !is_fp16<A>)
+    static_cast<__half*>(buf)[i] = __float2half_rn(fp16_saturated(to_float(from_float<A>(v))));
   else
-    return chunk;
+    static_cast<A*>(buf)[i] = from_float<A>(v);
 }
 template <class A>
 __device__ void to_mma_input(A* xs, int values) {
@@ -573,12 +575,11 @@ __device__ void stage_norm(const float* x, const A* weight, float eps, int hidde
   consumer_sync();  // also: scratch free again
 }
 
-// x_s = the A values at src (this kernel wrote them: ld.global.cg), as fp16 for fp8 weights'
-// tensor cores (mma_input). A thread's chunks (up to 8: 14336 values) are loaded before any is
-// stored, one round trip to L2, where a loop of load-then-store took one per chunk (ptxas keeps
-// the loads of the loop's remainder iterations behind their branches).
-template <class A, bool FP8W>
-__device__ void stage_vector(const A* src, int values, A* xs) {
+// x_s = the 16-bit values at src as they are (this kernel wrote them, store_input: ld.global.cg).
+// A thread's chunks (up to 8: 14336 values) are loaded before any is stored, one round trip to
+// L2, where a loop of load-then-store took one per chunk (ptxas keeps the loads of the loop's
+// remainder iterations behind their branches).
+__device__ void stage_vector(const void* src, int values, void* xs) {
   constexpr int batch = 8;
   const int tid = static_cast<int>(threadIdx.x), words = values / 8;
   const auto* s4 = reinterpret_cast<const uint4*>(src);
@@ -592,7 +593,7 @@ __device__ void stage_vector(const A* src, int values, A* xs) {
 #pragma unroll
     for (int b = 0; b < batch; ++b) {
       const int c = c0 + b * consumer_threads;
-      if (c < words) reinterpret_cast<uint4*>(xs)[c] = mma_input<A, FP8W>(v[b]);
+      if (c < words) static_cast<uint4*>(xs)[c] = v[b];
     }
   }
   consumer_sync();
@@ -654,7 +655,7 @@ __device__ void prefetch_item_keys(const step_params& p, const decode_layer& L, 
 // One (kv head, split) item of the attention: its keys' online-softmax state per query head of
 // the group into part[item][g][acc | m | l]. Scratch (shared, fp32): q [group][128], the new k and
 // v [128] each, the warps' states [warps][group][130].
-template <class A, class C, int GM>
+template <class A, bool FP8W, class C, int GM>
 __device__ void attend_item(const step_params& p, const decode_layer& L, int layer, int item, int pos,
                             float* scratch_f, const C* kv_s, unsigned kv_full, unsigned kv_free) {
   constexpr int HD = step_head_dim, HALF = HD / 2;
@@ -839,9 +840,9 @@ __device__ void attend_item(const step_params& p, const decode_layer& L, int lay
         }
         mx = mn;
       }
-      A* out_attn = static_cast<A*>(p.attn) + (kvh * group + g) * HD + d;
-      out_attn[0] = from_float<A>(acc.x / l);
-      out_attn[1] = from_float<A>(acc.y / l);
+      const int at = (kvh * group + g) * HD + d;
+      store_input<A, FP8W>(p.attn, at, acc.x / l);
+      store_input<A, FP8W>(p.attn, at + 1, acc.y / l);
     }
     if (tid == 0) p.counter[1 + kvh] = 0;  // ready for the next layer
   }
@@ -903,14 +904,15 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     // attention: the (kv head, split) items, each kv head's last one merging into attn
     for (int item = static_cast<int>(blockIdx.x); item < p.kv_heads * p.splits; item += static_cast<int>(G))
       if (p.group <= 4)
-        attend_item<A, C, 4>(p, L, layer, item, pos, reinterpret_cast<float*>(xs), kv_s, kv_full, kv_free);
+        attend_item<A, FP8W, C, 4>(p, L, layer, item, pos, reinterpret_cast<float*>(xs), kv_s, kv_full, kv_free);
       else
-        attend_item<A, C, max_group>(p, L, layer, item, pos, reinterpret_cast<float*>(xs), kv_s, kv_full, kv_free);
+        attend_item<A, FP8W, C, max_group>(p, L, layer, item, pos, reinterpret_cast<float*>(xs), kv_s, kv_full,
+                                           kv_free);
     mark(4);
     grid_barrier(p.counter, ++barriers * G, [&] { mark(mark_fenced + 1); });
     mark(5);
     // o: x += attn Wo^T
-    stage_vector<A, FP8W>(static_cast<const A*>(p.attn), p.heads * step_head_dim, xs);
+    stage_vector(p.attn, p.heads * step_head_dim, xs);
     mark(6);
     consume_product<A, FP8W>(p.geo[p_o], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
       p.x[row] = scaled(L.so, row, s) + __ldcg(p.x + row);
@@ -928,7 +930,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
                                      [&](int i, float gate, float up) {
                                        const float g = to_float(from_float<A>(scaled(L.sgu, i, gate)));
                                        const float u = to_float(from_float<A>(scaled(L.sgu, p.intermediate + i, up)));
-                                       static_cast<A*>(p.gate_up)[i] = from_float<A>(silu_times(g, u));
+                                       store_input<A, FP8W>(p.gate_up, i, silu_times(g, u));
                                      });
     } else {
       consume_product<A, FP8W>(p.geo[p_gate_up], smem, full, empty, rc, xs, red, p.red_rows, tt, [&](int row, float s) {
@@ -940,7 +942,7 @@ __global__ void __launch_bounds__(step_threads, 1) decode_step_kernel(const step
     mark(11);
     // down: x += act Wdown^T
     if (p.geo[p_gate_up].half) {
-      stage_vector<A, FP8W>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
+      stage_vector(p.gate_up, p.intermediate, xs);
     } else {
       stage_swiglu<A>(static_cast<const A*>(p.gate_up), p.intermediate, xs);
       if constexpr (FP8W) to_mma_input<A>(xs, p.intermediate);

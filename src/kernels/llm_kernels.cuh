@@ -398,7 +398,8 @@ template <class A>
 void prepare_decode_step(const decode_step_shape& s);
 // layers: a device array of s.layers entries. x: the fp32 residual [hidden], in (after the
 // embedding) and out (before the final norm). qkv, attn, gate_up: scratch of A as the per-layer
-// kernels use them. start: the sequence's length before the step (its new position), as
+// kernels use them (with fp8 weights attn and gate_up's first half are left holding fp16, the
+// tensor cores' input). start: the sequence's length before the step (its new position), as
 // bias_rope_store reads it. workspace: decode_step_workspace_bytes. Throws std::invalid_argument
 // for a shape decode_step_refusal names.
 // With ITERA_LLM_DECODE_STEP_TRACE=1, the last launch's time in each phase (block 0's, the mean
